@@ -1,0 +1,347 @@
+//! Validation errors: every problem in a document, each with a location and
+//! a stable kind, renderable as the FastAPI/pydantic 422 body.
+
+use std::fmt;
+
+use crate::json::{Json, Object};
+use crate::parse::Position;
+
+/// The stable kind of one problem. Its [`as_str`](ErrorKind::as_str) name is
+/// the pydantic error `type` the reference reports for the same problem.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// The body is not one JSON document (`json_invalid`).
+    JsonInvalid,
+    /// A required field is absent (`missing`).
+    Missing,
+    /// A field the model does not declare (`extra_forbidden`).
+    ExtraForbidden,
+    /// An object was expected for a model (`model_type`).
+    ModelType,
+    /// An object was expected (`dict_type`).
+    DictType,
+    /// An array was expected (`list_type`).
+    ListType,
+    /// A string was expected (`string_type`).
+    StringType,
+    /// An integer was expected; floats, strings and booleans are refused (`int_type`).
+    IntType,
+    /// A boolean was expected (`bool_type`).
+    BoolType,
+    /// Not one of the allowed literal strings (`literal_error`).
+    LiteralError,
+    /// A string shorter than its minimum (`string_too_short`).
+    StringTooShort,
+    /// A number not greater than the bound (`greater_than`).
+    GreaterThan,
+    /// A number below the bound (`greater_than_equal`).
+    GreaterThanEqual,
+    /// NaN or an infinity (`finite_number`).
+    FiniteNumber,
+    /// A free-form value nested deeper than the reference allows
+    /// (`recursion_depth_exceeded`).
+    RecursionDepthExceeded,
+    /// A model-level rule failed, e.g. duplicate input ids (`value_error`).
+    ValueError,
+    /// An integer beyond the 64-bit range of a typed field
+    /// (`int_out_of_range`; the reference's integers are unbounded, see
+    /// `docs/conformance.md`).
+    IntOutOfRange,
+    /// The candidates of a response do not match the request
+    /// (`candidates_mismatch`).
+    CandidatesMismatch,
+}
+
+impl ErrorKind {
+    /// The stable name, equal to the pydantic error type where one exists.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::JsonInvalid => "json_invalid",
+            ErrorKind::Missing => "missing",
+            ErrorKind::ExtraForbidden => "extra_forbidden",
+            ErrorKind::ModelType => "model_type",
+            ErrorKind::DictType => "dict_type",
+            ErrorKind::ListType => "list_type",
+            ErrorKind::StringType => "string_type",
+            ErrorKind::IntType => "int_type",
+            ErrorKind::BoolType => "bool_type",
+            ErrorKind::LiteralError => "literal_error",
+            ErrorKind::StringTooShort => "string_too_short",
+            ErrorKind::GreaterThan => "greater_than",
+            ErrorKind::GreaterThanEqual => "greater_than_equal",
+            ErrorKind::FiniteNumber => "finite_number",
+            ErrorKind::RecursionDepthExceeded => "recursion_depth_exceeded",
+            ErrorKind::ValueError => "value_error",
+            ErrorKind::IntOutOfRange => "int_out_of_range",
+            ErrorKind::CandidatesMismatch => "candidates_mismatch",
+        }
+    }
+}
+
+impl fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One step of a [`Location`]: an object key or an array index.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Segment {
+    /// An object key.
+    Key(String),
+    /// An array index.
+    Index(usize),
+}
+
+/// Where a problem is, from the document root: `inputs[0].id`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct Location(Vec<Segment>);
+
+impl Location {
+    /// The root of the document.
+    pub fn root() -> Self {
+        Location(Vec::new())
+    }
+
+    /// The steps from the root.
+    pub fn segments(&self) -> &[Segment] {
+        &self.0
+    }
+
+    /// `true` at the root.
+    pub fn is_root(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// This location with one more step.
+    pub fn join(&self, segment: Segment) -> Location {
+        let mut v = self.0.clone();
+        v.push(segment);
+        Location(v)
+    }
+
+    /// The location as a JSON array of keys and indices, as pydantic's `loc`.
+    pub fn to_json(&self) -> Json {
+        Json::Array(self.0.iter().map(segment_json).collect())
+    }
+}
+
+fn segment_json(s: &Segment) -> Json {
+    match s {
+        Segment::Key(k) => Json::String(k.clone()),
+        Segment::Index(i) => Json::from(*i),
+    }
+}
+
+impl From<Vec<Segment>> for Location {
+    fn from(v: Vec<Segment>) -> Self {
+        Location(v)
+    }
+}
+
+impl fmt::Display for Location {
+    /// `inputs[0].instruction.type`; the root is `(root)`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.is_empty() {
+            return f.write_str("(root)");
+        }
+        for (i, seg) in self.0.iter().enumerate() {
+            match seg {
+                Segment::Index(n) => write!(f, "[{n}]")?,
+                Segment::Key(k) => {
+                    let plain = !k.is_empty()
+                        && k.chars().all(|c| c.is_alphanumeric() || c == '_' || c == '-');
+                    match (i, plain) {
+                        (0, true) => f.write_str(k)?,
+                        (_, true) => write!(f, ".{k}")?,
+                        (_, false) => write!(f, "[{}]", Json::String(k.clone()))?,
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One problem found in a document.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Issue {
+    kind: ErrorKind,
+    loc: Location,
+    msg: String,
+    input: Option<Json>,
+    ctx: Option<Object>,
+    position: Option<Position>,
+}
+
+impl Issue {
+    pub(crate) fn new(kind: ErrorKind, loc: Location, msg: impl Into<String>) -> Issue {
+        Issue { kind, loc, msg: msg.into(), input: None, ctx: None, position: None }
+    }
+
+    pub(crate) fn with_input(mut self, input: Json) -> Issue {
+        self.input = Some(input);
+        self
+    }
+
+    pub(crate) fn with_ctx(mut self, key: &str, value: Json) -> Issue {
+        self.ctx.get_or_insert_with(Object::new).insert(key, value);
+        self
+    }
+
+    pub(crate) fn json_invalid(detail: &str, position: Position) -> Issue {
+        let mut issue = Issue::new(ErrorKind::JsonInvalid, Location::root(), "JSON decode error")
+            .with_ctx("error", Json::from(detail));
+        issue.position = Some(position);
+        issue
+    }
+
+    pub(crate) fn prefixed(mut self, prefix: &Location) -> Issue {
+        let mut segs = prefix.0.clone();
+        segs.append(&mut self.loc.0);
+        self.loc = Location(segs);
+        self
+    }
+
+    /// The stable kind.
+    pub fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+
+    /// Where the problem is (the root for JSON syntax errors; see
+    /// [`position`](Issue::position)).
+    pub fn location(&self) -> &Location {
+        &self.loc
+    }
+
+    /// The human message, worded as pydantic words it.
+    pub fn message(&self) -> &str {
+        &self.msg
+    }
+
+    /// The offending value, as pydantic's `input`.
+    pub fn input(&self) -> Option<&Json> {
+        self.input.as_ref()
+    }
+
+    /// Extra facts about the rule (`{"gt": 0}`, `{"min_length": 1}`, ...).
+    pub fn context(&self) -> Option<&Object> {
+        self.ctx.as_ref()
+    }
+
+    /// For JSON syntax errors, where in the text the problem is.
+    pub fn position(&self) -> Option<Position> {
+        self.position
+    }
+
+    /// For JSON syntax errors, what exactly is wrong.
+    pub fn detail(&self) -> Option<&str> {
+        self.ctx.as_ref().and_then(|c| c.get("error")).and_then(Json::as_str)
+    }
+
+    /// One FastAPI 422 `detail` entry: `{"type","loc","msg","input"[,"ctx"]}`,
+    /// with `loc` starting at `"body"`.
+    pub fn to_fastapi(&self) -> Json {
+        let mut loc = vec![Json::from("body")];
+        match self.position {
+            Some(p) => loc.push(Json::from(p.char_offset)),
+            None => loc.extend(self.loc.0.iter().map(segment_json)),
+        }
+        let mut o = Object::new();
+        o.insert("type", Json::from(self.kind.as_str()));
+        o.insert("loc", Json::Array(loc));
+        o.insert("msg", Json::from(self.msg.as_str()));
+        o.insert("input", self.input.clone().unwrap_or_else(|| Json::Object(Object::new())));
+        if let Some(ctx) = &self.ctx {
+            o.insert("ctx", Json::Object(ctx.clone()));
+        }
+        Json::Object(o)
+    }
+}
+
+impl fmt::Display for Issue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self.position, self.detail()) {
+            (Some(p), Some(d)) => {
+                write!(f, "line {} column {}: {d} [{}]", p.line, p.column, self.kind)
+            }
+            _ => write!(f, "{}: {} [{}]", self.loc, self.msg, self.kind),
+        }
+    }
+}
+
+/// Why a document was refused: every problem found, never empty.
+///
+/// `Display` gives a one-line summary; [`issues`](Error::issues) has each
+/// problem with its location, and [`to_fastapi_body`](Error::to_fastapi_body)
+/// renders the 422 body a FastAPI agent would send.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub struct Error {
+    model: &'static str,
+    issues: Vec<Issue>,
+}
+
+impl Error {
+    pub(crate) fn new(model: &'static str, issues: Vec<Issue>) -> Error {
+        debug_assert!(!issues.is_empty());
+        Error { model, issues }
+    }
+
+    pub(crate) fn from_issue(issue: Issue) -> Error {
+        Error { model: "JSON", issues: vec![issue] }
+    }
+
+    pub(crate) fn with_model(mut self, model: &'static str) -> Error {
+        self.model = model;
+        self
+    }
+
+    /// The model that was being validated (`AgentRequest`, ...), or `JSON`
+    /// when the text was not JSON.
+    pub fn model(&self) -> &'static str {
+        self.model
+    }
+
+    /// Every problem, in the order pydantic reports them.
+    pub fn issues(&self) -> &[Issue] {
+        &self.issues
+    }
+
+    /// The first problem.
+    pub fn first(&self) -> &Issue {
+        &self.issues[0]
+    }
+
+    /// `true` if the text was not JSON at all.
+    pub fn is_syntax(&self) -> bool {
+        self.issues.iter().any(|i| i.kind == ErrorKind::JsonInvalid)
+    }
+
+    /// The FastAPI/pydantic 422 body: `{"detail":[{"type","loc","msg","input"}, ...]}`.
+    pub fn to_fastapi_body(&self) -> Json {
+        let mut o = Object::new();
+        o.insert("detail", Json::Array(self.issues.iter().map(Issue::to_fastapi).collect()));
+        Json::Object(o)
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.is_syntax() {
+            return write!(f, "invalid JSON: {}", self.issues[0]);
+        }
+        let n = self.issues.len();
+        write!(f, "invalid {}: ", self.model)?;
+        if n > 1 {
+            write!(f, "{n} problems: ")?;
+        }
+        for (i, issue) in self.issues.iter().enumerate() {
+            if i > 0 {
+                f.write_str("; ")?;
+            }
+            write!(f, "{issue}")?;
+        }
+        Ok(())
+    }
+}

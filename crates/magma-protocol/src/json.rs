@@ -1,0 +1,513 @@
+//! Lossless free-form JSON: [`Json`], [`Number`] and the ordered [`Map`].
+//!
+//! The reference keeps free-form positions (`memory`, `attributes`, `tools`,
+//! `extra_keys`, `arguments`, `internal_steps`) as Python objects: integers of
+//! any size, floats, and dictionaries in insertion order. These types keep the
+//! same information: a number is kept as its JSON lexeme, so `1.0` stays a
+//! float and `123456789012345678901234567890` stays exact, and objects keep
+//! their key order.
+
+use std::fmt;
+
+/// A JSON value that keeps everything the document said.
+///
+/// Numbers keep their lexeme and objects keep their key order. Equality is
+/// structural and order-sensitive for objects, and compares numbers by lexeme.
+#[derive(Clone, PartialEq, Eq, Default)]
+pub enum Json {
+    /// `null`.
+    #[default]
+    Null,
+    /// `true` or `false`.
+    Bool(bool),
+    /// A finite number, kept as written.
+    Number(Number),
+    /// A string.
+    String(String),
+    /// An array.
+    Array(Vec<Json>),
+    /// An object, in document order, keys unique.
+    Object(Object),
+}
+
+/// A JSON object: ordered, unique string keys.
+pub type Object = Map<Json>;
+
+impl Json {
+    /// Parses one JSON document from UTF-8 bytes, as the reference's
+    /// `json.loads` would, and checks that every number is finite.
+    ///
+    /// Duplicate keys keep the last value in the position of the first, as a
+    /// Python `dict` does.
+    pub fn from_slice(bytes: &[u8]) -> Result<Self, crate::Error> {
+        let value = crate::parse::parse(bytes)?;
+        let mut cx = crate::validate::Cx::new("Json");
+        crate::validate::check_free_form(&value, &mut cx, usize::MAX);
+        cx.finish(value)
+    }
+
+    /// The name of this value's JSON type: `null`, `boolean`, `number`,
+    /// `string`, `array` or `object`.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Json::Null => "null",
+            Json::Bool(_) => "boolean",
+            Json::Number(_) => "number",
+            Json::String(_) => "string",
+            Json::Array(_) => "array",
+            Json::Object(_) => "object",
+        }
+    }
+
+    /// `true` if this is `null`.
+    pub fn is_null(&self) -> bool {
+        matches!(self, Json::Null)
+    }
+
+    /// The boolean, if this is one.
+    pub fn as_bool(&self) -> Option<bool> {
+        match self {
+            Json::Bool(b) => Some(*b),
+            _ => None,
+        }
+    }
+
+    /// The string, if this is one.
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            Json::String(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The number, if this is one.
+    pub fn as_number(&self) -> Option<&Number> {
+        match self {
+            Json::Number(n) => Some(n),
+            _ => None,
+        }
+    }
+
+    /// The integer, if this is an integer number that fits in `i64`.
+    pub fn as_i64(&self) -> Option<i64> {
+        self.as_number().and_then(Number::as_i64)
+    }
+
+    /// The number as `f64` (integers converted, possibly rounded).
+    pub fn as_f64(&self) -> Option<f64> {
+        self.as_number().and_then(Number::as_f64)
+    }
+
+    /// The elements, if this is an array.
+    pub fn as_array(&self) -> Option<&[Json]> {
+        match self {
+            Json::Array(a) => Some(a),
+            _ => None,
+        }
+    }
+
+    /// The object, if this is one.
+    pub fn as_object(&self) -> Option<&Object> {
+        match self {
+            Json::Object(o) => Some(o),
+            _ => None,
+        }
+    }
+
+    /// The object, mutably, if this is one.
+    pub fn as_object_mut(&mut self) -> Option<&mut Object> {
+        match self {
+            Json::Object(o) => Some(o),
+            _ => None,
+        }
+    }
+
+    /// Looks a key up, if this is an object.
+    pub fn get(&self, key: &str) -> Option<&Json> {
+        self.as_object().and_then(|o| o.get(key))
+    }
+
+    /// Compact JSON text, numbers written exactly as they were read.
+    pub fn to_json_string(&self) -> String {
+        crate::ser::to_string(self)
+    }
+}
+
+impl fmt::Debug for Json {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_json_string())
+    }
+}
+
+impl fmt::Display for Json {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_json_string())
+    }
+}
+
+impl std::str::FromStr for Json {
+    type Err = crate::Error;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Json::from_slice(s.as_bytes())
+    }
+}
+
+impl From<bool> for Json {
+    fn from(b: bool) -> Self {
+        Json::Bool(b)
+    }
+}
+
+impl From<String> for Json {
+    fn from(s: String) -> Self {
+        Json::String(s)
+    }
+}
+
+impl From<&str> for Json {
+    fn from(s: &str) -> Self {
+        Json::String(s.to_owned())
+    }
+}
+
+impl From<Number> for Json {
+    fn from(n: Number) -> Self {
+        Json::Number(n)
+    }
+}
+
+impl From<Object> for Json {
+    fn from(o: Object) -> Self {
+        Json::Object(o)
+    }
+}
+
+impl From<Vec<Json>> for Json {
+    fn from(a: Vec<Json>) -> Self {
+        Json::Array(a)
+    }
+}
+
+macro_rules! json_from_int {
+    ($($t:ty)*) => {$(
+        impl From<$t> for Json {
+            fn from(i: $t) -> Self {
+                Json::Number(Number::from(i))
+            }
+        }
+        impl From<$t> for Number {
+            fn from(i: $t) -> Self {
+                Number { lexeme: i.to_string().into_boxed_str() }
+            }
+        }
+    )*};
+}
+json_from_int!(i8 i16 i32 i64 i128 isize u8 u16 u32 u64 u128 usize);
+
+/// A JSON number, kept as the lexeme the document used.
+///
+/// A `Number` obtained from this crate is always finite and always a valid
+/// JSON number lexeme (`-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`).
+/// Integers have any number of digits; an integer is a lexeme without
+/// fraction and exponent, as in Python's `json` module.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct Number {
+    lexeme: Box<str>,
+}
+
+impl Number {
+    /// Builds a number from a finite `f64`; `None` for NaN and infinities.
+    ///
+    /// The lexeme is the shortest one that reads back as the same `f64`, and
+    /// always marks a float (`1.0`, not `1`).
+    pub fn from_f64(f: f64) -> Option<Number> {
+        if !f.is_finite() {
+            return None;
+        }
+        // `{:?}` prints the shortest round-tripping form and keeps `.0`.
+        let text = format!("{f:?}");
+        Some(Number { lexeme: text.into_boxed_str() })
+    }
+
+    /// Parses a lexeme; `None` unless it is a finite JSON number.
+    pub fn from_lexeme(text: &str) -> Option<Number> {
+        let n = Number::from_lexeme_unchecked_finite(text)?;
+        n.is_finite().then_some(n)
+    }
+
+    /// A lexeme that is syntactically a JSON number, finite or not.
+    pub(crate) fn from_lexeme_unchecked_finite(text: &str) -> Option<Number> {
+        crate::parse::is_number_lexeme(text.as_bytes())
+            .then(|| Number { lexeme: text.into() })
+    }
+
+    /// The parser's constructor: the text is a checked lexeme, or one of the
+    /// non-JSON constants `NaN`, `Infinity`, `-Infinity` that Python accepts
+    /// and validation then rejects.
+    pub(crate) fn from_parser(text: &str) -> Number {
+        Number { lexeme: text.into() }
+    }
+
+    /// The lexeme, exactly as written in the document.
+    pub fn as_str(&self) -> &str {
+        &self.lexeme
+    }
+
+    /// `true` for an integer lexeme (no fraction, no exponent).
+    pub fn is_integer(&self) -> bool {
+        let b = self.lexeme.as_bytes();
+        !b.is_empty()
+            && b[b.len() - 1].is_ascii_digit()
+            && !b.iter().any(|c| matches!(c, b'.' | b'e' | b'E'))
+    }
+
+    /// `true` unless the value is NaN or infinite once read as Python reads
+    /// it (a float lexeme such as `1e400` overflows to infinity).
+    pub fn is_finite(&self) -> bool {
+        let b = self.lexeme.as_bytes();
+        match b.first() {
+            Some(b'N' | b'I') => return false,
+            Some(b'-') if b.get(1) == Some(&b'I') => return false,
+            _ => {}
+        }
+        if self.is_integer() {
+            return true;
+        }
+        // Without an exponent, only a mantissa of over 309 digits can overflow.
+        let has_exp = b.iter().any(|c| matches!(c, b'e' | b'E'));
+        if !has_exp && b.len() < 300 {
+            return true;
+        }
+        self.lexeme.parse::<f64>().is_ok_and(f64::is_finite)
+    }
+
+    /// The value as `i64`, if it is an integer lexeme in range (`-0` is 0).
+    pub fn as_i64(&self) -> Option<i64> {
+        if self.is_integer() { self.lexeme.parse().ok() } else { None }
+    }
+
+    /// The value as `u64`, if it is a non-negative integer lexeme in range.
+    pub fn as_u64(&self) -> Option<u64> {
+        if !self.is_integer() {
+            return None;
+        }
+        if self.lexeme.as_ref() == "-0" {
+            return Some(0);
+        }
+        self.lexeme.parse().ok()
+    }
+
+    /// The value as `f64` (integers converted, possibly rounded).
+    pub fn as_f64(&self) -> Option<f64> {
+        self.lexeme.parse::<f64>().ok().filter(|f| f.is_finite())
+    }
+
+    /// `true` if the lexeme denotes a negative value (`-0` is not negative,
+    /// `-0.0` is).
+    pub(crate) fn is_negative_integer(&self) -> bool {
+        self.is_integer()
+            && self.lexeme.starts_with('-')
+            && self.lexeme.bytes().skip(1).any(|c| c != b'0')
+    }
+}
+
+impl fmt::Debug for Number {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.lexeme)
+    }
+}
+
+impl fmt::Display for Number {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.lexeme)
+    }
+}
+
+/// An ordered map with unique string keys, in insertion order.
+///
+/// Inserting an existing key replaces its value in place, which is how a
+/// Python `dict` built by `json.loads` treats duplicate keys.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Map<V> {
+    entries: Vec<(String, V)>,
+}
+
+impl<V> Default for Map<V> {
+    fn default() -> Self {
+        Map { entries: Vec::new() }
+    }
+}
+
+impl<V> Map<V> {
+    /// An empty map.
+    pub fn new() -> Self {
+        Map { entries: Vec::new() }
+    }
+
+    /// An empty map with room for `n` entries.
+    pub fn with_capacity(n: usize) -> Self {
+        Map { entries: Vec::with_capacity(n) }
+    }
+
+    /// Number of entries.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// `true` if there are no entries.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    fn position(&self, key: &str) -> Option<usize> {
+        self.entries.iter().position(|(k, _)| k == key)
+    }
+
+    /// The value for `key`.
+    pub fn get(&self, key: &str) -> Option<&V> {
+        self.entries.iter().find(|(k, _)| k == key).map(|(_, v)| v)
+    }
+
+    /// The value for `key`, mutably.
+    pub fn get_mut(&mut self, key: &str) -> Option<&mut V> {
+        self.entries.iter_mut().find(|(k, _)| k == key).map(|(_, v)| v)
+    }
+
+    /// `true` if `key` is present.
+    pub fn contains_key(&self, key: &str) -> bool {
+        self.position(key).is_some()
+    }
+
+    /// Sets `key` to `value`. An existing key keeps its position and the old
+    /// value is returned; a new key goes last.
+    pub fn insert(&mut self, key: impl Into<String>, value: V) -> Option<V> {
+        let key = key.into();
+        match self.position(&key) {
+            Some(i) => Some(std::mem::replace(&mut self.entries[i].1, value)),
+            None => {
+                self.entries.push((key, value));
+                None
+            }
+        }
+    }
+
+    /// Removes `key`, keeping the order of the others.
+    pub fn remove(&mut self, key: &str) -> Option<V> {
+        let i = self.position(key)?;
+        Some(self.entries.remove(i).1)
+    }
+
+    /// The entries in order.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = (&str, &V)> + '_ {
+        self.entries.iter().map(|(k, v)| (k.as_str(), v))
+    }
+
+    /// The entries in order, values mutable.
+    pub fn iter_mut(&mut self) -> impl ExactSizeIterator<Item = (&str, &mut V)> + '_ {
+        self.entries.iter_mut().map(|(k, v)| (k.as_str(), v))
+    }
+
+    /// The keys in order.
+    pub fn keys(&self) -> impl ExactSizeIterator<Item = &str> + '_ {
+        self.entries.iter().map(|(k, _)| k.as_str())
+    }
+
+    /// The values in order.
+    pub fn values(&self) -> impl ExactSizeIterator<Item = &V> + '_ {
+        self.entries.iter().map(|(_, v)| v)
+    }
+
+    pub(crate) fn entries(&self) -> &[(String, V)] {
+        &self.entries
+    }
+
+    /// Appends without checking for duplicates: the caller guarantees the key
+    /// is new.
+    pub(crate) fn push_unique(&mut self, key: String, value: V) {
+        self.entries.push((key, value));
+    }
+
+    pub(crate) fn replace_at(&mut self, index: usize, value: V) {
+        self.entries[index].1 = value;
+    }
+}
+
+impl<V> IntoIterator for Map<V> {
+    type Item = (String, V);
+    type IntoIter = std::vec::IntoIter<(String, V)>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.entries.into_iter()
+    }
+}
+
+impl<K: Into<String>, V> FromIterator<(K, V)> for Map<V> {
+    fn from_iter<I: IntoIterator<Item = (K, V)>>(iter: I) -> Self {
+        let mut m = Map::new();
+        for (k, v) in iter {
+            m.insert(k, v);
+        }
+        m
+    }
+}
+
+impl<K: Into<String>, V> Extend<(K, V)> for Map<V> {
+    fn extend<I: IntoIterator<Item = (K, V)>>(&mut self, iter: I) {
+        for (k, v) in iter {
+            self.insert(k, v);
+        }
+    }
+}
+
+impl<V: fmt::Debug> fmt::Debug for Map<V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_map().entries(self.iter()).finish()
+    }
+}
+
+/// Builds a [`Json`] value with JSON-like syntax.
+///
+/// ```
+/// use magma_protocol::json;
+/// let v = json!({"say": "hi", "n": [1, 2.5, null, true]});
+/// assert_eq!(v.to_json_string(), r#"{"say":"hi","n":[1,2.5,null,true]}"#);
+/// ```
+#[macro_export]
+macro_rules! json {
+    (null) => { $crate::Json::Null };
+    ([ $($elem:tt),* $(,)? ]) => { $crate::Json::Array(vec![ $( $crate::json!($elem) ),* ]) };
+    ({ $($key:literal : $value:tt),* $(,)? }) => {{
+        #[allow(unused_mut)]
+        let mut object = $crate::Object::new();
+        $( object.insert($key, $crate::json!($value)); )*
+        $crate::Json::Object(object)
+    }};
+    ($other:expr) => { $crate::Json::from_scalar($other) };
+}
+
+/// Scalars the [`json!`] macro accepts.
+#[doc(hidden)]
+pub trait IntoScalar {
+    fn into_json(self) -> Json;
+}
+
+impl Json {
+    #[doc(hidden)]
+    pub fn from_scalar<T: IntoScalar>(v: T) -> Json {
+        v.into_json()
+    }
+}
+
+impl IntoScalar for f64 {
+    fn into_json(self) -> Json {
+        Number::from_f64(self).map_or(Json::Null, Json::Number)
+    }
+}
+
+macro_rules! scalar_via_from {
+    ($($t:ty)*) => {$(
+        impl IntoScalar for $t {
+            fn into_json(self) -> Json { Json::from(self) }
+        }
+    )*};
+}
+scalar_via_from!(bool String &str i8 i16 i32 i64 i128 isize u8 u16 u32 u64 u128 usize Json Object Number);

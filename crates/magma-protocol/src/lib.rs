@@ -1,0 +1,24 @@
+#![doc = include_str!("../README.md")]
+#![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+mod error;
+mod json;
+mod model;
+mod parse;
+mod response;
+mod ser;
+mod validate;
+
+pub use error::{Error, ErrorKind, Issue, Location, Segment};
+pub use json::{Json, Map, Number, Object};
+pub use model::{
+    AgentDecision, AgentError, AgentHealth, AgentInfo, AgentInput, AgentInstruction,
+    AgentOutput, AgentRequest, AgentResponse, CandidateStatus, Capabilities, EmptyStringError,
+    IncompatibleAgent, InstructionType, NonEmptyString, Outcome, PROTOCOL_VERSION, ToolCall,
+};
+pub use parse::{MAX_JSON_DEPTH, Position};
+pub use response::{
+    AssembleError, Candidate, CandidateKey, CandidateMismatch, ExchangeError, check_exchange,
+};
+pub use validate::MAX_FREE_FORM_DEPTH;

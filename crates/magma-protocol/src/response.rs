@@ -1,0 +1,252 @@
+//! Matching a response to its request, and building responses that match by
+//! construction.
+
+use std::fmt;
+
+use crate::error::{ErrorKind, Issue, Location, Segment};
+use crate::json::Object;
+use crate::model::{AgentInput, AgentOutput, AgentRequest, AgentResponse, Outcome};
+
+/// The `(request_id, source_id, candidate_index)` that identifies a candidate.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct CandidateKey {
+    /// Echo of the request id.
+    pub request_id: String,
+    /// The input's id.
+    pub source_id: i64,
+    /// The candidate's index for that input.
+    pub candidate_index: u64,
+}
+
+impl fmt::Display for CandidateKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "(request_id {:?}, source_id {}, candidate_index {})",
+            self.request_id, self.source_id, self.candidate_index
+        )
+    }
+}
+
+/// A response whose candidates are not, in order, one per `(input, k)` of
+/// the request. Says where the sequences first differ.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("response candidates must match request counts and order: {what}")]
+pub struct CandidateMismatch {
+    /// Index in the response array of the first wrong candidate.
+    pub position: usize,
+    /// What should be there, if anything.
+    pub expected: Option<CandidateKey>,
+    /// What is there, if anything.
+    pub found: Option<CandidateKey>,
+    what: String,
+}
+
+impl CandidateMismatch {
+    fn new(position: usize, expected: Option<CandidateKey>, found: Option<CandidateKey>) -> Self {
+        let what = match (&expected, &found) {
+            (Some(e), Some(f)) => format!("candidate {position} should be {e}, found {f}"),
+            (Some(e), None) => format!("candidate {position} is missing: expected {e}"),
+            (None, Some(f)) => format!("candidate {position} is extra: found {f}"),
+            (None, None) => format!("candidate {position} differs"),
+        };
+        CandidateMismatch { position, expected, found, what }
+    }
+
+    /// As a validation issue (`candidates_mismatch`) located at the candidate.
+    pub fn to_issue(&self) -> Issue {
+        Issue::new(
+            ErrorKind::CandidatesMismatch,
+            Location::from(vec![Segment::Index(self.position)]),
+            format!("Response candidates must match request counts and order: {}", self.what),
+        )
+    }
+}
+
+fn key_of(c: &AgentOutput) -> CandidateKey {
+    CandidateKey {
+        request_id: c.request_id.to_string(),
+        source_id: c.source_id,
+        candidate_index: c.candidate_index,
+    }
+}
+
+impl AgentResponse {
+    /// The reference's `validate_request`: the candidates must be, in order,
+    /// exactly one per `(input, k)` for each input in request order and
+    /// `k = 0 .. num_outputs-1`, each echoing the request id. Stops at the
+    /// first difference, so a huge `num_outputs` costs nothing.
+    pub fn validate_request(&self, request: &AgentRequest) -> Result<(), CandidateMismatch> {
+        let actual = self.candidates();
+        let mut pos = 0usize;
+        for input in request.inputs() {
+            for k in 0..input.num_outputs.get() {
+                let expected = CandidateKey {
+                    request_id: request.request_id().to_owned(),
+                    source_id: input.id,
+                    candidate_index: k,
+                };
+                let Some(found) = actual.get(pos) else {
+                    return Err(CandidateMismatch::new(pos, Some(expected), None));
+                };
+                let matches = found.request_id.as_str() == request.request_id()
+                    && found.source_id == input.id
+                    && found.candidate_index == k;
+                if !matches {
+                    return Err(CandidateMismatch::new(pos, Some(expected), Some(key_of(found))));
+                }
+                pos += 1;
+            }
+        }
+        match actual.get(pos) {
+            Some(extra) => Err(CandidateMismatch::new(pos, None, Some(key_of(extra)))),
+            None => Ok(()),
+        }
+    }
+
+    /// Builds the response to `request` from each input's candidates, given in
+    /// request order. The ids, indices and order are filled in here, so they
+    /// cannot be wrong; a wrong count is an error instead of a bad response.
+    pub fn assemble(
+        request: &AgentRequest,
+        per_input: Vec<Vec<Candidate>>,
+    ) -> Result<AgentResponse, AssembleError> {
+        let inputs = request.inputs();
+        if per_input.len() != inputs.len() {
+            return Err(AssembleError::InputCount {
+                expected: inputs.len(),
+                found: per_input.len(),
+            });
+        }
+        for (i, (input, cands)) in inputs.iter().zip(&per_input).enumerate() {
+            if cands.len() as u64 != input.num_outputs.get() {
+                return Err(AssembleError::CandidateCount {
+                    input: i,
+                    source_id: input.id,
+                    expected: input.num_outputs.get(),
+                    found: cands.len(),
+                });
+            }
+        }
+        let total = per_input.iter().map(Vec::len).sum();
+        let mut out = Vec::with_capacity(total);
+        for (input, cands) in inputs.iter().zip(per_input) {
+            for (k, c) in cands.into_iter().enumerate() {
+                out.push(c.into_output(request, input, k as u64));
+            }
+        }
+        Ok(AgentResponse::new(out))
+    }
+
+    /// Builds the response by asking `make` for each `(input, k)` in order.
+    /// Always matches the request. `make` is called
+    /// [`expected_candidates`](AgentRequest::expected_candidates) times.
+    pub fn build(
+        request: &AgentRequest,
+        mut make: impl FnMut(&AgentInput, u64) -> Candidate,
+    ) -> AgentResponse {
+        let mut out = Vec::new();
+        for input in request.inputs() {
+            for k in 0..input.num_outputs.get() {
+                out.push(make(input, k).into_output(request, input, k));
+            }
+        }
+        AgentResponse::new(out)
+    }
+}
+
+/// One candidate as an agent produces it: everything but the ids.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Candidate {
+    /// The full replacement memory.
+    pub memory: Object,
+    /// Free-form diagnostics.
+    pub internal_steps: Vec<Object>,
+    /// The decision or the error.
+    pub outcome: Outcome,
+}
+
+impl Candidate {
+    /// A candidate with no internal steps.
+    pub fn new(memory: Object, outcome: impl Into<Outcome>) -> Self {
+        Candidate { memory, internal_steps: Vec::new(), outcome: outcome.into() }
+    }
+
+    /// Adds an internal step.
+    pub fn with_step(mut self, step: Object) -> Self {
+        self.internal_steps.push(step);
+        self
+    }
+
+    fn into_output(self, request: &AgentRequest, input: &AgentInput, k: u64) -> AgentOutput {
+        AgentOutput {
+            request_id: request.request_id_typed().clone(),
+            source_id: input.id,
+            candidate_index: k,
+            memory: self.memory,
+            internal_steps: self.internal_steps,
+            outcome: self.outcome,
+        }
+    }
+}
+
+/// Why [`AgentResponse::assemble`] refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum AssembleError {
+    /// Not one candidate list per input.
+    #[error("expected candidates for {expected} inputs, got {found}")]
+    InputCount {
+        /// Inputs in the request.
+        expected: usize,
+        /// Candidate lists given.
+        found: usize,
+    },
+    /// An input got the wrong number of candidates.
+    #[error("input {input} (id {source_id}) asked for {expected} candidates, got {found}")]
+    CandidateCount {
+        /// Position of the input in the request.
+        input: usize,
+        /// Its id.
+        source_id: i64,
+        /// Its `num_outputs`.
+        expected: u64,
+        /// Candidates given.
+        found: usize,
+    },
+}
+
+/// Checks a request and a response together, as the consumers do: both
+/// documents valid, then the candidate sequence. The error says which part
+/// failed.
+pub fn check_exchange(request: &[u8], response: &[u8]) -> Result<(), ExchangeError> {
+    let request = AgentRequest::from_slice(request).map_err(ExchangeError::Request)?;
+    let response = AgentResponse::from_slice(response).map_err(ExchangeError::Response)?;
+    response.validate_request(&request).map_err(ExchangeError::Mismatch)
+}
+
+/// Why an exchange is refused.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ExchangeError {
+    /// The request is not a valid `AgentRequest`.
+    #[error("request: {0}")]
+    Request(crate::Error),
+    /// The response is not a valid `AgentResponse`.
+    #[error("response: {0}")]
+    Response(crate::Error),
+    /// Both are valid but the candidates do not match.
+    #[error("{0}")]
+    Mismatch(CandidateMismatch),
+}
+
+impl ExchangeError {
+    /// The issues, as a FastAPI-style list (`candidates_mismatch` for a
+    /// mismatch).
+    pub fn issues(&self) -> Vec<Issue> {
+        match self {
+            ExchangeError::Request(e) | ExchangeError::Response(e) => e.issues().to_vec(),
+            ExchangeError::Mismatch(m) => vec![m.to_issue()],
+        }
+    }
+}
