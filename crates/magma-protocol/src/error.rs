@@ -151,7 +151,8 @@ impl fmt::Display for Location {
                 Segment::Index(n) => write!(f, "[{n}]")?,
                 Segment::Key(k) => {
                     let plain = !k.is_empty()
-                        && k.chars().all(|c| c.is_alphanumeric() || c == '_' || c == '-');
+                        && k.chars()
+                            .all(|c| c.is_alphanumeric() || c == '_' || c == '-');
                     match (i, plain) {
                         (0, true) => f.write_str(k)?,
                         (_, true) => write!(f, ".{k}")?,
@@ -177,7 +178,14 @@ pub struct Issue {
 
 impl Issue {
     pub(crate) fn new(kind: ErrorKind, loc: Location, msg: impl Into<String>) -> Issue {
-        Issue { kind, loc, msg: msg.into(), input: None, ctx: None, position: None }
+        Issue {
+            kind,
+            loc,
+            msg: msg.into(),
+            input: None,
+            ctx: None,
+            position: None,
+        }
     }
 
     pub(crate) fn with_input(mut self, input: Json) -> Issue {
@@ -191,8 +199,12 @@ impl Issue {
     }
 
     pub(crate) fn json_invalid(detail: &str, position: Position) -> Issue {
-        let mut issue = Issue::new(ErrorKind::JsonInvalid, Location::root(), "JSON decode error")
-            .with_ctx("error", Json::from(detail));
+        let mut issue = Issue::new(
+            ErrorKind::JsonInvalid,
+            Location::root(),
+            "JSON decode error",
+        )
+        .with_ctx("error", Json::from(detail));
         issue.position = Some(position);
         issue
     }
@@ -237,7 +249,10 @@ impl Issue {
 
     /// For JSON syntax errors, what exactly is wrong.
     pub fn detail(&self) -> Option<&str> {
-        self.ctx.as_ref().and_then(|c| c.get("error")).and_then(Json::as_str)
+        self.ctx
+            .as_ref()
+            .and_then(|c| c.get("error"))
+            .and_then(Json::as_str)
     }
 
     /// One FastAPI 422 `detail` entry: `{"type","loc","msg","input"[,"ctx"]}`,
@@ -252,7 +267,12 @@ impl Issue {
         o.insert("type", Json::from(self.kind.as_str()));
         o.insert("loc", Json::Array(loc));
         o.insert("msg", Json::from(self.msg.as_str()));
-        o.insert("input", self.input.clone().unwrap_or_else(|| Json::Object(Object::new())));
+        o.insert(
+            "input",
+            self.input
+                .clone()
+                .unwrap_or_else(|| Json::Object(Object::new())),
+        );
         if let Some(ctx) = &self.ctx {
             o.insert("ctx", Json::Object(ctx.clone()));
         }
@@ -264,7 +284,11 @@ impl fmt::Display for Issue {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match (self.position, self.detail()) {
             (Some(p), Some(d)) => {
-                write!(f, "line {} column {}: {d} [{}]", p.line, p.column, self.kind)
+                write!(
+                    f,
+                    "line {} column {}: {d} [{}]",
+                    p.line, p.column, self.kind
+                )
             }
             _ => write!(f, "{}: {} [{}]", self.loc, self.msg, self.kind),
         }
@@ -289,7 +313,10 @@ impl Error {
     }
 
     pub(crate) fn from_issue(issue: Issue) -> Error {
-        Error { model: "JSON", issues: vec![issue] }
+        Error {
+            model: "JSON",
+            issues: vec![issue],
+        }
     }
 
     pub(crate) fn with_model(mut self, model: &'static str) -> Error {
@@ -321,7 +348,10 @@ impl Error {
     /// The FastAPI/pydantic 422 body: `{"detail":[{"type","loc","msg","input"}, ...]}`.
     pub fn to_fastapi_body(&self) -> Json {
         let mut o = Object::new();
-        o.insert("detail", Json::Array(self.issues.iter().map(Issue::to_fastapi).collect()));
+        o.insert(
+            "detail",
+            Json::Array(self.issues.iter().map(Issue::to_fastapi).collect()),
+        );
         Json::Object(o)
     }
 }

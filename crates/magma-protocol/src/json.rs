@@ -226,7 +226,9 @@ impl Number {
         }
         // `{:?}` prints the shortest round-tripping form and keeps `.0`.
         let text = format!("{f:?}");
-        Some(Number { lexeme: text.into_boxed_str() })
+        Some(Number {
+            lexeme: text.into_boxed_str(),
+        })
     }
 
     /// Parses a lexeme; `None` unless it is a finite JSON number.
@@ -237,15 +239,18 @@ impl Number {
 
     /// A lexeme that is syntactically a JSON number, finite or not.
     pub(crate) fn from_lexeme_unchecked_finite(text: &str) -> Option<Number> {
-        crate::parse::is_number_lexeme(text.as_bytes())
-            .then(|| Number { lexeme: text.into() })
+        crate::parse::is_number_lexeme(text.as_bytes()).then(|| Number {
+            lexeme: text.into(),
+        })
     }
 
     /// The parser's constructor: the text is a checked lexeme, or one of the
     /// non-JSON constants `NaN`, `Infinity`, `-Infinity` that Python accepts
     /// and validation then rejects.
     pub(crate) fn from_parser(text: &str) -> Number {
-        Number { lexeme: text.into() }
+        Number {
+            lexeme: text.into(),
+        }
     }
 
     /// The lexeme, exactly as written in the document.
@@ -283,7 +288,11 @@ impl Number {
 
     /// The value as `i64`, if it is an integer lexeme in range (`-0` is 0).
     pub fn as_i64(&self) -> Option<i64> {
-        if self.is_integer() { self.lexeme.parse().ok() } else { None }
+        if self.is_integer() {
+            self.lexeme.parse().ok()
+        } else {
+            None
+        }
     }
 
     /// The value as `u64`, if it is a non-negative integer lexeme in range.
@@ -334,19 +343,25 @@ pub struct Map<V> {
 
 impl<V> Default for Map<V> {
     fn default() -> Self {
-        Map { entries: Vec::new() }
+        Map {
+            entries: Vec::new(),
+        }
     }
 }
 
 impl<V> Map<V> {
     /// An empty map.
     pub fn new() -> Self {
-        Map { entries: Vec::new() }
+        Map {
+            entries: Vec::new(),
+        }
     }
 
     /// An empty map with room for `n` entries.
     pub fn with_capacity(n: usize) -> Self {
-        Map { entries: Vec::with_capacity(n) }
+        Map {
+            entries: Vec::with_capacity(n),
+        }
     }
 
     /// Number of entries.
@@ -370,7 +385,10 @@ impl<V> Map<V> {
 
     /// The value for `key`, mutably.
     pub fn get_mut(&mut self, key: &str) -> Option<&mut V> {
-        self.entries.iter_mut().find(|(k, _)| k == key).map(|(_, v)| v)
+        self.entries
+            .iter_mut()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v)
     }
 
     /// `true` if `key` is present.

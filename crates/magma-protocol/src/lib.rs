@@ -13,8 +13,8 @@ mod validate;
 pub use error::{Error, ErrorKind, Issue, Location, Segment};
 pub use json::{Json, Map, Number, Object};
 pub use model::{
-    AgentDecision, AgentError, AgentHealth, AgentInfo, AgentInput, AgentInstruction,
-    AgentOutput, AgentRequest, AgentResponse, CandidateStatus, Capabilities, EmptyStringError,
+    AgentDecision, AgentError, AgentHealth, AgentInfo, AgentInput, AgentInstruction, AgentOutput,
+    AgentRequest, AgentResponse, CandidateStatus, Capabilities, EmptyStringError,
     IncompatibleAgent, InstructionType, NonEmptyString, Outcome, PROTOCOL_VERSION, ToolCall,
 };
 pub use parse::{MAX_JSON_DEPTH, Position};

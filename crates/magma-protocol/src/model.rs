@@ -128,12 +128,18 @@ pub struct AgentInstruction {
 impl AgentInstruction {
     /// A `user` instruction.
     pub fn user(content: impl Into<String>) -> Self {
-        AgentInstruction { kind: InstructionType::User, content: content.into() }
+        AgentInstruction {
+            kind: InstructionType::User,
+            content: content.into(),
+        }
     }
 
     /// An `env` instruction.
     pub fn env(content: impl Into<String>) -> Self {
-        AgentInstruction { kind: InstructionType::Env, content: content.into() }
+        AgentInstruction {
+            kind: InstructionType::Env,
+            content: content.into(),
+        }
     }
 }
 
@@ -235,7 +241,10 @@ impl AgentRequest {
 
     /// The total number of candidates a response must hold.
     pub fn expected_candidates(&self) -> u128 {
-        self.inputs.iter().map(|i| u128::from(i.num_outputs.get())).sum()
+        self.inputs
+            .iter()
+            .map(|i| u128::from(i.num_outputs.get()))
+            .sum()
     }
 
     /// Compact JSON, every field emitted, numbers exactly as read.
@@ -282,12 +291,18 @@ pub struct AgentDecision {
 impl AgentDecision {
     /// A decision that only speaks.
     pub fn say(text: impl Into<String>) -> Self {
-        AgentDecision { say: text.into(), tool_calls: Vec::new() }
+        AgentDecision {
+            say: text.into(),
+            tool_calls: Vec::new(),
+        }
     }
 
     /// A decision that only calls tools.
     pub fn call(tool_calls: Vec<ToolCall>) -> Self {
-        AgentDecision { say: String::new(), tool_calls }
+        AgentDecision {
+            say: String::new(),
+            tool_calls,
+        }
     }
 }
 
@@ -540,7 +555,9 @@ impl AgentInfo {
     /// What BENCH checks before a run: protocol `2.0` and `inference: true`.
     pub fn check_compatible(&self) -> Result<(), IncompatibleAgent> {
         if self.protocol_version != PROTOCOL_VERSION {
-            return Err(IncompatibleAgent::ProtocolVersion(self.protocol_version.clone()));
+            return Err(IncompatibleAgent::ProtocolVersion(
+                self.protocol_version.clone(),
+            ));
         }
         if self.capabilities.get("inference") != Some(&true) {
             return Err(IncompatibleAgent::NoInference);

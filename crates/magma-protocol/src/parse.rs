@@ -39,7 +39,10 @@ impl Position {
         let offset = offset.min(src.len());
         let before = &src[..offset];
         let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
-        let line_start = before.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+        let line_start = before
+            .iter()
+            .rposition(|&b| b == b'\n')
+            .map_or(0, |i| i + 1);
         let chars = |bytes: &[u8]| bytes.iter().filter(|&&b| (b & 0xC0) != 0x80).count();
         Position {
             offset,
@@ -73,7 +76,11 @@ pub(crate) fn parse(src: &[u8]) -> Result<Json, Error> {
     let text = match std::str::from_utf8(src) {
         Ok(t) => t,
         Err(e) => {
-            return Err(json_error(src, e.valid_up_to(), "invalid UTF-8 in the body"));
+            return Err(json_error(
+                src,
+                e.valid_up_to(),
+                "invalid UTF-8 in the body",
+            ));
         }
     };
     let mut p = Parser { src, text, pos: 0 };
@@ -141,7 +148,11 @@ impl Parser<'_> {
                         Json::Object(Object::new())
                     } else {
                         let key = self.object_key()?;
-                        stack.push(Frame::Object { map: Object::new(), key, index: None });
+                        stack.push(Frame::Object {
+                            map: Object::new(),
+                            key,
+                            index: None,
+                        });
                         continue 'value;
                     }
                 }
@@ -226,9 +237,7 @@ impl Parser<'_> {
             Some(b'f') => self.literal("false", Json::Bool(false)),
             Some(b'n') => self.literal("null", Json::Null),
             Some(b'N') => self.literal("NaN", Json::Number(Number::from_parser("NaN"))),
-            Some(b'I') => {
-                self.literal("Infinity", Json::Number(Number::from_parser("Infinity")))
-            }
+            Some(b'I') => self.literal("Infinity", Json::Number(Number::from_parser("Infinity"))),
             None => Err((start, "expected a value, found the end of the input")),
             _ => Err((start, "expected a value")),
         }
@@ -289,7 +298,11 @@ impl Parser<'_> {
 
     fn escape(&mut self, out: &mut String) -> PResult<()> {
         let at = self.pos;
-        let c = self.src.get(self.pos + 1).copied().ok_or((at, "unterminated string"))?;
+        let c = self
+            .src
+            .get(self.pos + 1)
+            .copied()
+            .ok_or((at, "unterminated string"))?;
         self.pos += 2;
         let ch = match c {
             b'"' => '"',
@@ -368,7 +381,12 @@ fn insert_last_wins(
     }
     map.push_unique(key, value);
     if map.len() > LINEAR_KEY_LIMIT {
-        let idx = map.entries().iter().enumerate().map(|(i, (k, _))| (k.clone(), i)).collect();
+        let idx = map
+            .entries()
+            .iter()
+            .enumerate()
+            .map(|(i, (k, _))| (k.clone(), i))
+            .collect();
         *index = Some(idx);
     }
 }

@@ -50,7 +50,12 @@ impl CandidateMismatch {
             (None, Some(f)) => format!("candidate {position} is extra: found {f}"),
             (None, None) => format!("candidate {position} differs"),
         };
-        CandidateMismatch { position, expected, found, what }
+        CandidateMismatch {
+            position,
+            expected,
+            found,
+            what,
+        }
     }
 
     /// As a validation issue (`candidates_mismatch`) located at the candidate.
@@ -58,7 +63,10 @@ impl CandidateMismatch {
         Issue::new(
             ErrorKind::CandidatesMismatch,
             Location::from(vec![Segment::Index(self.position)]),
-            format!("Response candidates must match request counts and order: {}", self.what),
+            format!(
+                "Response candidates must match request counts and order: {}",
+                self.what
+            ),
         )
     }
 }
@@ -93,7 +101,11 @@ impl AgentResponse {
                     && found.source_id == input.id
                     && found.candidate_index == k;
                 if !matches {
-                    return Err(CandidateMismatch::new(pos, Some(expected), Some(key_of(found))));
+                    return Err(CandidateMismatch::new(
+                        pos,
+                        Some(expected),
+                        Some(key_of(found)),
+                    ));
                 }
                 pos += 1;
             }
@@ -169,7 +181,11 @@ pub struct Candidate {
 impl Candidate {
     /// A candidate with no internal steps.
     pub fn new(memory: Object, outcome: impl Into<Outcome>) -> Self {
-        Candidate { memory, internal_steps: Vec::new(), outcome: outcome.into() }
+        Candidate {
+            memory,
+            internal_steps: Vec::new(),
+            outcome: outcome.into(),
+        }
     }
 
     /// Adds an internal step.
@@ -222,7 +238,9 @@ pub enum AssembleError {
 pub fn check_exchange(request: &[u8], response: &[u8]) -> Result<(), ExchangeError> {
     let request = AgentRequest::from_slice(request).map_err(ExchangeError::Request)?;
     let response = AgentResponse::from_slice(response).map_err(ExchangeError::Response)?;
-    response.validate_request(&request).map_err(ExchangeError::Mismatch)
+    response
+        .validate_request(&request)
+        .map_err(ExchangeError::Mismatch)
 }
 
 /// Why an exchange is refused.

@@ -16,9 +16,9 @@ use serde::ser::{Serialize, SerializeMap, SerializeSeq, SerializeStruct, Seriali
 
 use crate::json::{Json, Map, Number, Object};
 use crate::model::{
-    AgentDecision, AgentError, AgentHealth, AgentInfo, AgentInput, AgentInstruction,
-    AgentOutput, AgentRequest, AgentResponse, CandidateStatus, InstructionType,
-    NonEmptyString, Outcome, ToolCall,
+    AgentDecision, AgentError, AgentHealth, AgentInfo, AgentInput, AgentInstruction, AgentOutput,
+    AgentRequest, AgentResponse, CandidateStatus, InstructionType, NonEmptyString, Outcome,
+    ToolCall,
 };
 
 /// Compact JSON text of a value of this crate.
@@ -212,7 +212,10 @@ impl Serialize for AgentInfo {
         st.serialize_field("agent_version", &self.agent_version)?;
         st.serialize_field("specialized_coaching", &self.specialized_coaching)?;
         st.serialize_field("coaching_resume", &self.coaching_resume)?;
-        st.serialize_field("coaching_unavailable_reason", &self.coaching_unavailable_reason)?;
+        st.serialize_field(
+            "coaching_unavailable_reason",
+            &self.coaching_unavailable_reason,
+        )?;
         st.serialize_field("capabilities", &self.capabilities)?;
         st.end()
     }

@@ -12,9 +12,8 @@ use std::num::NonZeroU64;
 use crate::error::{Error, ErrorKind, Issue, Location, Segment};
 use crate::json::{Json, Map, Object};
 use crate::model::{
-    AgentDecision, AgentError, AgentHealth, AgentInfo, AgentInput, AgentInstruction,
-    AgentOutput, AgentRequest, AgentResponse, InstructionType, NonEmptyString, Outcome,
-    ToolCall,
+    AgentDecision, AgentError, AgentHealth, AgentInfo, AgentInput, AgentInstruction, AgentOutput,
+    AgentRequest, AgentResponse, InstructionType, NonEmptyString, Outcome, ToolCall,
 };
 
 /// How deep a free-form value may nest below a `dict[str, JsonValue]` key in
@@ -36,7 +35,11 @@ pub(crate) struct Cx {
 
 impl Cx {
     pub(crate) fn new(model: &'static str) -> Cx {
-        Cx { model, path: Vec::with_capacity(8), issues: Vec::new() }
+        Cx {
+            model,
+            path: Vec::with_capacity(8),
+            issues: Vec::new(),
+        }
     }
 
     fn location(&self, extra: impl IntoIterator<Item = Segment>) -> Location {
@@ -60,7 +63,9 @@ impl Cx {
     }
 
     fn report_ctx(&mut self, kind: ErrorKind, msg: &str, input: Json, key: &str, val: Json) {
-        let issue = Issue::new(kind, self.location([]), msg).with_input(input).with_ctx(key, val);
+        let issue = Issue::new(kind, self.location([]), msg)
+            .with_input(input)
+            .with_ctx(key, val);
         self.issues.push(issue);
     }
 
@@ -76,7 +81,11 @@ impl Cx {
     }
 
     pub(crate) fn finish<T>(self, value: T) -> Result<T, Error> {
-        if self.issues.is_empty() { Ok(value) } else { Err(Error::new(self.model, self.issues)) }
+        if self.issues.is_empty() {
+            Ok(value)
+        } else {
+            Err(Error::new(self.model, self.issues))
+        }
     }
 
     fn finish_opt<T>(self, value: Option<T>) -> Result<T, Error> {
@@ -86,7 +95,11 @@ impl Cx {
                 let mut issues = self.issues;
                 if issues.is_empty() {
                     // Unreachable by construction: every `None` reports first.
-                    issues.push(Issue::new(ErrorKind::ValueError, Location::root(), "invalid"));
+                    issues.push(Issue::new(
+                        ErrorKind::ValueError,
+                        Location::root(),
+                        "invalid",
+                    ));
                 }
                 Err(Error::new(self.model, issues))
             }
@@ -101,7 +114,11 @@ fn strict_str(v: Json, cx: &mut Cx) -> Option<String> {
     match v {
         Json::String(s) => Some(s),
         other => {
-            cx.report(ErrorKind::StringType, "Input should be a valid string", other);
+            cx.report(
+                ErrorKind::StringType,
+                "Input should be a valid string",
+                other,
+            );
             None
         }
     }
@@ -133,7 +150,11 @@ fn strict_bool(v: Json, cx: &mut Cx) -> Option<bool> {
     match v {
         Json::Bool(b) => Some(b),
         other => {
-            cx.report(ErrorKind::BoolType, "Input should be a valid boolean", other);
+            cx.report(
+                ErrorKind::BoolType,
+                "Input should be a valid boolean",
+                other,
+            );
             None
         }
     }
@@ -224,14 +245,24 @@ fn literal(v: Json, cx: &mut Cx, allowed: &[&str]) -> Option<usize> {
         }
     };
     let msg = format!("Input should be {expected}");
-    cx.report_ctx(ErrorKind::LiteralError, &msg, v, "expected", Json::String(expected));
+    cx.report_ctx(
+        ErrorKind::LiteralError,
+        &msg,
+        v,
+        "expected",
+        Json::String(expected),
+    );
     None
 }
 
 // ---------------------------------------------------------------------------
 // Containers
 
-fn list<T>(v: Json, cx: &mut Cx, mut item: impl FnMut(Json, &mut Cx) -> Option<T>) -> Option<Vec<T>> {
+fn list<T>(
+    v: Json,
+    cx: &mut Cx,
+    mut item: impl FnMut(Json, &mut Cx) -> Option<T>,
+) -> Option<Vec<T>> {
     match v {
         Json::Array(items) => {
             let mut out = Vec::with_capacity(items.len());
@@ -262,7 +293,11 @@ fn json_object(v: Json, cx: &mut Cx) -> Option<Object> {
             (cx.count() == before).then_some(o)
         }
         other => {
-            cx.report(ErrorKind::DictType, "Input should be a valid dictionary", other);
+            cx.report(
+                ErrorKind::DictType,
+                "Input should be a valid dictionary",
+                other,
+            );
             None
         }
     }
@@ -278,13 +313,18 @@ fn check_object_values(o: &Object, cx: &mut Cx) {
 }
 
 fn check_value_at(o: &Object, i: usize, value: &Json, cx: &mut Cx, limit: usize) {
-    let mut sub = Cx { model: cx.model, path: Vec::new(), issues: Vec::new() };
+    let mut sub = Cx {
+        model: cx.model,
+        path: Vec::new(),
+        issues: Vec::new(),
+    };
     check_free_form(value, &mut sub, limit);
     if sub.issues.is_empty() {
         return;
     }
     let prefix = cx.location([Segment::Key(o.entries()[i].0.clone())]);
-    cx.issues.extend(sub.issues.into_iter().map(|issue| issue.prefixed(&prefix)));
+    cx.issues
+        .extend(sub.issues.into_iter().map(|issue| issue.prefixed(&prefix)));
 }
 
 /// Checks a free-form value without recursion: every number finite, no
@@ -311,8 +351,12 @@ pub(crate) fn check_free_form(root: &Json, cx: &mut Cx, limit: usize) {
             Json::Number(n) if !n.is_finite() => {
                 let loc = path_of(cx, stack);
                 cx.issues.push(
-                    Issue::new(ErrorKind::FiniteNumber, loc, "Input should be a finite number")
-                        .with_input(v.clone()),
+                    Issue::new(
+                        ErrorKind::FiniteNumber,
+                        loc,
+                        "Input should be a finite number",
+                    )
+                    .with_input(v.clone()),
                 );
                 false
             }
@@ -336,7 +380,10 @@ pub(crate) fn check_free_form(root: &Json, cx: &mut Cx, limit: usize) {
 
     let mut stack: Vec<Frame<'_>> = Vec::new();
     if visit(root, &stack, cx, limit) {
-        stack.push(Frame { value: root, next: 0 });
+        stack.push(Frame {
+            value: root,
+            next: 0,
+        });
     }
     while let Some(top) = stack.last_mut() {
         let child = match top.value {
@@ -348,7 +395,10 @@ pub(crate) fn check_free_form(root: &Json, cx: &mut Cx, limit: usize) {
             Some(child) => {
                 top.next += 1;
                 if visit(child, &stack, cx, limit) {
-                    stack.push(Frame { value: child, next: 0 });
+                    stack.push(Frame {
+                        value: child,
+                        next: 0,
+                    });
                 }
             }
             None => {
@@ -366,7 +416,13 @@ fn model_object(v: Json, class: &'static str, cx: &mut Cx) -> Option<Object> {
         Json::Object(o) => Some(o),
         other => {
             let msg = format!("Input should be a valid dictionary or instance of {class}");
-            cx.report_ctx(ErrorKind::ModelType, &msg, other, "class_name", Json::from(class));
+            cx.report_ctx(
+                ErrorKind::ModelType,
+                &msg,
+                other,
+                "class_name",
+                Json::from(class),
+            );
             None
         }
     }
@@ -385,7 +441,11 @@ impl Fields {
     fn new(obj: Object, required: &[&str], cx: &Cx) -> Fields {
         let missing = required.iter().any(|k| !obj.contains_key(k));
         let snapshot = missing.then(|| Json::Object(obj.clone()));
-        Fields { obj, snapshot, start: cx.count() }
+        Fields {
+            obj,
+            snapshot,
+            start: cx.count(),
+        }
     }
 
     fn required<T>(
@@ -424,8 +484,12 @@ impl Fields {
         for (key, value) in self.obj {
             let loc = cx.location([Segment::Key(key)]);
             cx.issues.push(
-                Issue::new(ErrorKind::ExtraForbidden, loc, "Extra inputs are not permitted")
-                    .with_input(value),
+                Issue::new(
+                    ErrorKind::ExtraForbidden,
+                    loc,
+                    "Extra inputs are not permitted",
+                )
+                .with_input(value),
             );
         }
         cx.count() == self.start
@@ -436,12 +500,20 @@ fn instruction(v: Json, cx: &mut Cx) -> Option<AgentInstruction> {
     let obj = model_object(v, "AgentInstruction", cx)?;
     let mut f = Fields::new(obj, &["type", "content"], cx);
     let kind = f.required("type", cx, |v, cx| {
-        literal(v, cx, &["user", "env"])
-            .map(|i| if i == 0 { InstructionType::User } else { InstructionType::Env })
+        literal(v, cx, &["user", "env"]).map(|i| {
+            if i == 0 {
+                InstructionType::User
+            } else {
+                InstructionType::Env
+            }
+        })
     });
     let content = f.required("content", cx, strict_str);
     f.finish(cx).then_some(())?;
-    Some(AgentInstruction { kind: kind?, content: content? })
+    Some(AgentInstruction {
+        kind: kind?,
+        content: content?,
+    })
 }
 
 fn input(v: Json, cx: &mut Cx) -> Option<AgentInput> {
@@ -490,7 +562,10 @@ fn request_in(v: Json, cx: &mut Cx) -> Option<AgentRequest> {
 pub(crate) fn unique_ids_issue(req: &AgentRequest) -> Option<Issue> {
     let inputs = req.inputs();
     let dup = if inputs.len() <= 16 {
-        inputs.iter().enumerate().any(|(i, a)| inputs[..i].iter().any(|b| b.id == a.id))
+        inputs
+            .iter()
+            .enumerate()
+            .any(|(i, a)| inputs[..i].iter().any(|b| b.id == a.id))
     } else {
         let mut seen = HashSet::with_capacity(inputs.len());
         !inputs.iter().all(|a| seen.insert(a.id))
@@ -512,7 +587,11 @@ fn tool_call(v: Json, cx: &mut Cx) -> Option<ToolCall> {
     let arguments = f.optional("arguments", cx, Object::new, json_object);
     let target = f.required("target_robot_name", cx, non_empty);
     f.finish(cx).then_some(())?;
-    Some(ToolCall { name: name?, arguments: arguments?, target_robot_name: target? })
+    Some(ToolCall {
+        name: name?,
+        arguments: arguments?,
+        target_robot_name: target?,
+    })
 }
 
 fn decision(v: Json, cx: &mut Cx) -> Option<Option<AgentDecision>> {
@@ -524,7 +603,10 @@ fn decision(v: Json, cx: &mut Cx) -> Option<Option<AgentDecision>> {
     let say = f.optional("say", cx, String::new, strict_str);
     let tool_calls = f.optional("tool_calls", cx, Vec::new, |v, cx| list(v, cx, tool_call));
     f.finish(cx).then_some(())?;
-    Some(Some(AgentDecision { say: say?, tool_calls: tool_calls? }))
+    Some(Some(AgentDecision {
+        say: say?,
+        tool_calls: tool_calls?,
+    }))
 }
 
 fn agent_error(v: Json, cx: &mut Cx) -> Option<Option<AgentError>> {
@@ -537,22 +619,36 @@ fn agent_error(v: Json, cx: &mut Cx) -> Option<Option<AgentError>> {
     let message = f.required("message", cx, non_empty);
     let component = f.optional("component", cx, || None, opt_str);
     f.finish(cx).then_some(())?;
-    Some(Some(AgentError { code: code?, message: message?, component: component? }))
+    Some(Some(AgentError {
+        code: code?,
+        message: message?,
+        component: component?,
+    }))
 }
 
 fn output(v: Json, cx: &mut Cx) -> Option<AgentOutput> {
     let obj = model_object(v, "AgentOutput", cx)?;
     let mut f = Fields::new(
         obj,
-        &["request_id", "source_id", "candidate_index", "status", "memory"],
+        &[
+            "request_id",
+            "source_id",
+            "candidate_index",
+            "status",
+            "memory",
+        ],
         cx,
     );
     let request_id = f.required("request_id", cx, non_empty);
     let source_id = f.required("source_id", cx, identifier);
     let index = f.required("candidate_index", cx, candidate_index);
-    let status = f.required("status", cx, |v, cx| literal(v, cx, &["completed", "error"]));
+    let status = f.required("status", cx, |v, cx| {
+        literal(v, cx, &["completed", "error"])
+    });
     let memory = f.required("memory", cx, json_object);
-    let steps = f.optional("internal_steps", cx, Vec::new, |v, cx| list(v, cx, json_object));
+    let steps = f.optional("internal_steps", cx, Vec::new, |v, cx| {
+        list(v, cx, json_object)
+    });
     let decision = f.optional("output", cx, || None, decision);
     let error = f.optional("error", cx, || None, agent_error);
     f.finish(cx).then_some(())?;
@@ -572,19 +668,35 @@ fn output(v: Json, cx: &mut Cx) -> Option<AgentOutput> {
             o.insert("request_id", Json::String(request_id.into_string()));
             o.insert("source_id", Json::from(source_id));
             o.insert("candidate_index", Json::from(candidate_index));
-            o.insert("status", Json::from(if status == 0 { "completed" } else { "error" }));
+            o.insert(
+                "status",
+                Json::from(if status == 0 { "completed" } else { "error" }),
+            );
             o.insert("memory", Json::Object(memory));
             o.insert(
                 "internal_steps",
                 Json::Array(internal_steps.into_iter().map(Json::Object).collect()),
             );
-            o.insert("output", decision.map_or(Json::Null, |d| crate::ser::to_json(&d)));
-            o.insert("error", error.map_or(Json::Null, |e| crate::ser::to_json(&e)));
+            o.insert(
+                "output",
+                decision.map_or(Json::Null, |d| crate::ser::to_json(&d)),
+            );
+            o.insert(
+                "error",
+                error.map_or(Json::Null, |e| crate::ser::to_json(&e)),
+            );
             cx.report(ErrorKind::ValueError, msg, Json::Object(o));
             return None;
         }
     };
-    Some(AgentOutput { request_id, source_id, candidate_index, memory, internal_steps, outcome })
+    Some(AgentOutput {
+        request_id,
+        source_id,
+        candidate_index,
+        memory,
+        internal_steps,
+        outcome,
+    })
 }
 
 pub(crate) fn response(v: Json) -> Result<AgentResponse, Error> {
@@ -616,11 +728,17 @@ pub(crate) fn info(v: Json) -> Result<AgentInfo, Error> {
 fn info_in(v: Json, cx: &mut Cx) -> Option<AgentInfo> {
     let obj = model_object(v, "AgentInfo", cx)?;
     let mut f = Fields::new(obj, &["agent_id", "agent_version", "capabilities"], cx);
-    let protocol_version =
-        f.optional("protocol_version", cx, || crate::PROTOCOL_VERSION.to_owned(), strict_str);
+    let protocol_version = f.optional(
+        "protocol_version",
+        cx,
+        || crate::PROTOCOL_VERSION.to_owned(),
+        strict_str,
+    );
     let agent_id = f.required("agent_id", cx, strict_str);
     let agent_version = f.required("agent_version", cx, strict_str);
-    let coaching = f.optional("specialized_coaching", cx, Vec::new, |v, cx| list(v, cx, strict_str));
+    let coaching = f.optional("specialized_coaching", cx, Vec::new, |v, cx| {
+        list(v, cx, strict_str)
+    });
     let resume = f.optional("coaching_resume", cx, || false, strict_bool);
     let reason = f.optional("coaching_unavailable_reason", cx, || None, opt_str);
     let capabilities = f.required("capabilities", cx, capabilities);

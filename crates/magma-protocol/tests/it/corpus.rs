@@ -33,13 +33,22 @@ pub(crate) fn is_deviation(family: &str) -> bool {
 pub(crate) fn verdict(kind: &str, doc: &str, request: Option<&str>) -> Result<(), Vec<Issue>> {
     let issues = |e: Error| e.issues().to_vec();
     match kind {
-        "request" => AgentRequest::from_slice(doc.as_bytes()).map(drop).map_err(issues),
-        "response" => AgentResponse::from_slice(doc.as_bytes()).map(drop).map_err(issues),
-        "info" => AgentInfo::from_slice(doc.as_bytes()).map(drop).map_err(issues),
-        "health" => AgentHealth::from_slice(doc.as_bytes()).map(drop).map_err(issues),
+        "request" => AgentRequest::from_slice(doc.as_bytes())
+            .map(drop)
+            .map_err(issues),
+        "response" => AgentResponse::from_slice(doc.as_bytes())
+            .map(drop)
+            .map_err(issues),
+        "info" => AgentInfo::from_slice(doc.as_bytes())
+            .map(drop)
+            .map_err(issues),
+        "health" => AgentHealth::from_slice(doc.as_bytes())
+            .map(drop)
+            .map_err(issues),
         "exchange" => {
             let request = request.unwrap_or_default();
-            check_exchange(request.as_bytes(), doc.as_bytes()).map_err(|e: ExchangeError| e.issues())
+            check_exchange(request.as_bytes(), doc.as_bytes())
+                .map_err(|e: ExchangeError| e.issues())
         }
         other => panic!("unknown case kind {other:?}"),
     }

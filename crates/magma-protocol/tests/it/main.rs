@@ -1,4 +1,9 @@
 //! Integration tests of magma-protocol: one test binary, one module per theme.
+#![allow(clippy::print_stderr, clippy::print_stdout)] // tests report what they measured
 
 mod corpus;
+mod errors;
+mod exchange;
+mod hostile;
 mod public_corpus;
+mod roundtrip;

@@ -15,11 +15,15 @@ use crate::corpus::{is_deviation, verdict};
 fn corpus_path() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("MAGMA_PUBLIC_CORPUS") {
         let p = PathBuf::from(p);
-        assert!(p.is_file(), "MAGMA_PUBLIC_CORPUS={} is not a file", p.display());
+        assert!(
+            p.is_file(),
+            "MAGMA_PUBLIC_CORPUS={} is not a file",
+            p.display()
+        );
         return Some(p);
     }
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/conformance/public.jsonl");
+    let p =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/conformance/public.jsonl");
     p.is_file().then_some(p)
 }
 
@@ -37,7 +41,12 @@ fn public_corpus_verdicts_match_outside_deviation_families() {
     for line in text.lines().filter(|l| !l.trim().is_empty()) {
         let case: serde_json::Value = serde_json::from_str(line).expect("corpus line is JSON");
         let s = |k: &str| case.get(k).and_then(|v| v.as_str());
-        let (id, family, kind, doc) = (s("id").unwrap(), s("family").unwrap(), s("kind").unwrap(), s("doc").unwrap());
+        let (id, family, kind, doc) = (
+            s("id").unwrap(),
+            s("family").unwrap(),
+            s("kind").unwrap(),
+            s("doc").unwrap(),
+        );
         let expected = s("expected").unwrap();
         cases += 1;
         let got = verdict(kind, doc, s("request"));
@@ -49,7 +58,11 @@ fn public_corpus_verdicts_match_outside_deviation_families() {
         } else if !is_deviation(family) {
             let why = match &got {
                 Ok(()) => "accepted".to_owned(),
-                Err(issues) => issues.iter().map(|i| i.to_string()).collect::<Vec<_>>().join("; "),
+                Err(issues) => issues
+                    .iter()
+                    .map(|i| i.to_string())
+                    .collect::<Vec<_>>()
+                    .join("; "),
             };
             disagreements.push(format!(
                 "{id} [{family}] expected {expected} ({}), got {got_word}: {why}",
@@ -59,7 +72,9 @@ fn public_corpus_verdicts_match_outside_deviation_families() {
         // The hint names the pydantic error type of the first problem
         // (`int_type@inputs.0.id`, `request:missing@...`, `value_error: ...`):
         // outside the deviation families, the crate must report that type too.
-        if let (Err(issues), Some(reason), false) = (&got, s("expected_reason"), is_deviation(family)) {
+        if let (Err(issues), Some(reason), false) =
+            (&got, s("expected_reason"), is_deviation(family))
+        {
             let ty = reason.strip_prefix("request:").unwrap_or(reason);
             let ty = ty.split(['@', ':']).next().unwrap_or_default().trim();
             reason_agree.1 += 1;
@@ -72,7 +87,10 @@ fn public_corpus_verdicts_match_outside_deviation_families() {
             if deviated || issues.iter().any(|i| i.kind().as_str() == ty) {
                 reason_agree.0 += 1;
             } else {
-                disagreements.push(format!("{id} [{family}] expected type {ty}, got {}", issues[0]));
+                disagreements.push(format!(
+                    "{id} [{family}] expected type {ty}, got {}",
+                    issues[0]
+                ));
             }
         }
     }
@@ -94,4 +112,3 @@ fn public_corpus_verdicts_match_outside_deviation_families() {
         disagreements.join("\n")
     );
 }
-

@@ -1,0 +1,159 @@
+//! No input can crash the crate: extreme depth, huge strings, random bytes.
+
+use magma_protocol::{
+    AgentHealth, AgentInfo, AgentRequest, AgentResponse, ErrorKind, Json, MAX_JSON_DEPTH,
+    check_exchange,
+};
+use proptest::prelude::*;
+
+fn all_parsers(bytes: &[u8]) {
+    let _ = Json::from_slice(bytes);
+    let _ = AgentRequest::from_slice(bytes);
+    let _ = AgentResponse::from_slice(bytes);
+    let _ = AgentInfo::from_slice(bytes);
+    let _ = AgentHealth::from_slice(bytes);
+    let _ = check_exchange(bytes, bytes);
+}
+
+/// Runs `f` on a thread with a small stack, so a recursion that grows with
+/// the input would overflow and abort the test binary.
+fn on_small_stack(f: impl FnOnce() + Send + 'static) {
+    std::thread::Builder::new()
+        .stack_size(256 * 1024)
+        .spawn(f)
+        .expect("spawn")
+        .join()
+        .expect("no panic");
+}
+
+fn request_with_memory(value: &str) -> String {
+    format!(
+        r#"{{"request_id":"r","inputs":[{{"id":1,"instruction":{{"type":"user","content":"x"}},"memory":{{"deep":{value}}}}}]}}"#
+    )
+}
+
+#[test]
+fn nesting_100_000_deep_is_refused_without_recursion() {
+    on_small_stack(|| {
+        for open in ["[", "{\"k\":"] {
+            let doc = open.repeat(100_000);
+            let err = AgentRequest::from_slice(doc.as_bytes()).unwrap_err();
+            assert_eq!(err.first().kind(), ErrorKind::JsonInvalid);
+            assert!(err.to_string().contains("depth"), "{err}");
+            let err = AgentRequest::from_slice(request_with_memory(&doc).as_bytes()).unwrap_err();
+            assert_eq!(err.first().kind(), ErrorKind::JsonInvalid);
+            all_parsers(doc.as_bytes());
+        }
+    });
+}
+
+#[test]
+fn depth_limits_match_the_reference() {
+    // json.loads takes 1497 nested containers and refuses 1498.
+    let ok = "[".repeat(MAX_JSON_DEPTH) + &"]".repeat(MAX_JSON_DEPTH);
+    assert!(Json::from_slice(ok.as_bytes()).is_ok());
+    let deeper = format!("[{ok}]");
+    assert_eq!(
+        Json::from_slice(deeper.as_bytes())
+            .unwrap_err()
+            .first()
+            .kind(),
+        ErrorKind::JsonInvalid
+    );
+    // A free-form value nests at most 254 containers below its key.
+    let nest = |n: usize| "[".repeat(n) + "1" + &"]".repeat(n);
+    assert!(AgentRequest::from_slice(request_with_memory(&nest(254)).as_bytes()).is_ok());
+    let err = AgentRequest::from_slice(request_with_memory(&nest(255)).as_bytes()).unwrap_err();
+    assert_eq!(err.first().kind(), ErrorKind::RecursionDepthExceeded);
+    assert!(
+        err.first()
+            .location()
+            .to_string()
+            .starts_with("inputs[0].memory.deep[0][0]")
+    );
+}
+
+#[test]
+fn values_as_deep_as_the_parser_allows_are_safe_on_a_small_stack() {
+    // Built by hand at the parser's limit: validation, errors, clone,
+    // printing and drop all cope on a 256 KiB stack in an optimised build
+    // and on the default 2 MiB stack in a debug build.
+    let depth = MAX_JSON_DEPTH - 10;
+    let run = move || {
+        let doc = request_with_memory(&("[".repeat(depth) + &"]".repeat(depth)));
+        let err = AgentRequest::from_slice(doc.as_bytes()).unwrap_err();
+        assert_eq!(err.first().kind(), ErrorKind::RecursionDepthExceeded);
+        let body = err.to_fastapi_body().to_json_string();
+        assert!(body.contains("recursion_depth_exceeded"));
+        let v = Json::from_slice(doc.as_bytes()).unwrap();
+        let copy = v.clone();
+        assert_eq!(copy.to_json_string().len(), doc.len());
+        drop((v, copy));
+    };
+    let stack = if cfg!(debug_assertions) {
+        2 * 1024 * 1024
+    } else {
+        256 * 1024
+    };
+    std::thread::Builder::new()
+        .stack_size(stack)
+        .spawn(run)
+        .unwrap()
+        .join()
+        .unwrap();
+}
+
+#[test]
+fn ten_megabyte_strings_are_fine() {
+    let big = "é".repeat(5 * 1024 * 1024);
+    let doc = format!(
+        r#"{{"request_id":"r","inputs":[{{"id":1,"instruction":{{"type":"user","content":"{big}"}}}}]}}"#
+    );
+    let req = AgentRequest::from_slice(doc.as_bytes()).unwrap();
+    assert_eq!(req.inputs()[0].instruction.content.len(), big.len());
+    // Escaped, and broken at the very end.
+    let escaped = "\\u00e9\\n".repeat(1024 * 1024);
+    let doc = format!(r#"{{"request_id":"{escaped}","inputs":[]}}"#);
+    assert!(AgentRequest::from_slice(doc.as_bytes()).is_ok());
+    let err = AgentRequest::from_slice(&doc.as_bytes()[..doc.len() - 1]).unwrap_err();
+    assert!(err.is_syntax());
+}
+
+#[test]
+fn syntax_errors_say_where() {
+    let err =
+        AgentRequest::from_slice(b"{\"request_id\": \"r\",\n  \"inputs\": [1,]}").unwrap_err();
+    let p = err.first().position().expect("a position");
+    assert_eq!((p.line, p.column), (2, 16));
+    assert_eq!(err.first().kind(), ErrorKind::JsonInvalid);
+    let body = err.to_fastapi_body().to_json_string();
+    assert!(
+        body.starts_with(
+            r#"{"detail":[{"type":"json_invalid","loc":["body",35],"msg":"JSON decode error""#
+        ),
+        "{body}"
+    );
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+    #[test]
+    fn random_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..512)) {
+        all_parsers(&bytes);
+    }
+
+    #[test]
+    fn mangled_documents_never_panic(
+        cut in 0usize..400, at in 0usize..400, byte in any::<u8>()
+    ) {
+        let doc = br#"{"request_id":"r","inputs":[{"id":7,"instruction":{"type":"env","content":"{\"infos\": \"ok\"}"},"tools":[{"name":"t","arguments":{}}],"memory":{"memory_list":[1.5,-0,"\u00e9"]},"num_outputs":2}]}"#;
+        let mut v = doc.to_vec();
+        if at < v.len() { v[at] = byte; }
+        v.truncate(cut.min(v.len()).max(1));
+        all_parsers(&v);
+        let mut w = doc.to_vec();
+        if at < w.len() { w[at] = byte; }
+        all_parsers(&w);
+    }
+}

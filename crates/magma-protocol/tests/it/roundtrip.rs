@@ -1,0 +1,176 @@
+//! No data loss: any JSON value in a free-form position survives parse and
+//! serialize as the same value (number lexemes, key order, big integers).
+
+use magma_protocol::{AgentRequest, AgentResponse, Json, Number, Object};
+use proptest::prelude::*;
+
+/// JSON number lexemes of every shape the grammar allows.
+fn number() -> impl Strategy<Value = Json> {
+    let int = "-?(0|[1-9][0-9]{0,40})";
+    let frac = "-?(0|[1-9][0-9]{0,5})\\.[0-9]{1,8}";
+    let exp = "-?(0|[1-9][0-9]{0,3})(\\.[0-9]{1,4})?[eE][+-]?[0-9]{1,3}";
+    prop_oneof![int, frac, exp].prop_filter_map("finite lexeme", |s| {
+        Number::from_lexeme(&s).map(Json::Number)
+    })
+}
+
+fn leaf() -> impl Strategy<Value = Json> {
+    prop_oneof![
+        Just(Json::Null),
+        any::<bool>().prop_map(Json::Bool),
+        number(),
+        any::<String>().prop_map(Json::String),
+        "[\\u{0}-\\u{1f}\"\\\\\\u{2028}\\u{feff}a-z]{0,8}".prop_map(Json::String),
+    ]
+}
+
+fn value() -> impl Strategy<Value = Json> {
+    leaf().prop_recursive(6, 64, 6, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..6).prop_map(Json::Array),
+            prop::collection::vec((any::<String>(), inner), 0..6)
+                .prop_map(|kv| Json::Object(kv.into_iter().collect())),
+        ]
+    })
+}
+
+fn object() -> impl Strategy<Value = Object> {
+    prop::collection::vec(("[a-z_]{1,6}|\\PC{0,4}", value()), 0..6)
+        .prop_map(|kv| kv.into_iter().collect())
+}
+
+fn request_text(tools: &Object, attributes: &Object, memory: &Object, extra: &Object) -> String {
+    format!(
+        r#"{{"request_id":"r","inputs":[{{"id":1,"instruction":{{"type":"user","content":"x"}},"tools":[{}],"attributes":{},"memory":{},"extra_keys":{}}}]}}"#,
+        Json::Object(tools.clone()),
+        Json::Object(attributes.clone()),
+        Json::Object(memory.clone()),
+        Json::Object(extra.clone()),
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    #[test]
+    fn request_free_form_values_survive(
+        tools in object(), attributes in object(), memory in object(), extra in object()
+    ) {
+        let text = request_text(&tools, &attributes, &memory, &extra);
+        let req = AgentRequest::from_slice(text.as_bytes()).expect("valid request");
+        let input = &req.inputs()[0];
+        prop_assert_eq!(&input.tools[0], &tools);
+        prop_assert_eq!(&input.attributes, &attributes);
+        prop_assert_eq!(&input.memory, &memory);
+        prop_assert_eq!(&input.extra_keys, &extra);
+        // And once more through our own serializer.
+        let again = AgentRequest::from_slice(req.to_json_string().as_bytes()).expect("reparse");
+        prop_assert_eq!(again, req);
+    }
+
+    #[test]
+    fn response_free_form_values_survive(memory in object(), step in object(), args in object()) {
+        let text = format!(
+            r#"[{{"request_id":"r","source_id":1,"candidate_index":0,"status":"completed","memory":{},"internal_steps":[{}],"output":{{"say":"","tool_calls":[{{"name":"t","arguments":{},"target_robot_name":"r"}}]}}}}]"#,
+            Json::Object(memory.clone()), Json::Object(step.clone()), Json::Object(args.clone()),
+        );
+        let resp = AgentResponse::from_slice(text.as_bytes()).expect("valid response");
+        let c = &resp[0];
+        prop_assert_eq!(&c.memory, &memory);
+        prop_assert_eq!(&c.internal_steps[0], &step);
+        let call = &c.outcome.decision().expect("completed").tool_calls[0];
+        prop_assert_eq!(&call.arguments, &args);
+        let again = AgentResponse::from_slice(resp.to_json_string().as_bytes()).expect("reparse");
+        prop_assert_eq!(again, resp);
+    }
+
+    #[test]
+    fn any_value_text_roundtrips(v in value()) {
+        let text = v.to_json_string();
+        let back = Json::from_slice(text.as_bytes()).expect("our output is JSON");
+        prop_assert_eq!(&back, &v);
+        // serde_json agrees that it is JSON.
+        prop_assert!(serde_json::from_str::<serde_json::Value>(&text).is_ok());
+    }
+}
+
+#[test]
+fn the_hard_values_survive_exactly() {
+    let memory = r#"{"z":1,"a":123456789012345678901234567890,"m":-9223372036854775809,"f":1.0,"tiny":5e-324,"neg0":-0,"negf":-0.0,"e":1E+2,"nested":{"b":2,"a":[1.50,{"y":null,"x":true}]},"s":"\u2028\ud83d\ude00 é \u0000"}"#;
+    let text = format!(
+        r#"{{"request_id":"r","inputs":[{{"id":0,"instruction":{{"type":"env","content":""}},"memory":{memory}}}]}}"#
+    );
+    let req = AgentRequest::from_slice(text.as_bytes()).unwrap();
+    let m = &req.inputs()[0].memory;
+    let keys: Vec<&str> = m.keys().collect();
+    assert_eq!(
+        keys,
+        [
+            "z", "a", "m", "f", "tiny", "neg0", "negf", "e", "nested", "s"
+        ]
+    );
+    let lexeme = |k: &str| {
+        m.get(k)
+            .and_then(Json::as_number)
+            .map(|n| n.as_str().to_owned())
+    };
+    assert_eq!(
+        lexeme("a").as_deref(),
+        Some("123456789012345678901234567890")
+    );
+    assert_eq!(lexeme("m").as_deref(), Some("-9223372036854775809"));
+    assert_eq!(lexeme("f").as_deref(), Some("1.0"));
+    assert_eq!(lexeme("tiny").as_deref(), Some("5e-324"));
+    assert_eq!(lexeme("negf").as_deref(), Some("-0.0"));
+    assert_eq!(lexeme("e").as_deref(), Some("1E+2"));
+    assert!(!m.get("f").unwrap().as_number().unwrap().is_integer());
+    let out = Json::Object(m.clone()).to_json_string();
+    assert_eq!(
+        out,
+        "{\"z\":1,\"a\":123456789012345678901234567890,\"m\":-9223372036854775809,\"f\":1.0,\
+         \"tiny\":5e-324,\"neg0\":-0,\"negf\":-0.0,\"e\":1E+2,\"nested\":{\"b\":2,\"a\":[1.50,\
+         {\"y\":null,\"x\":true}]},\"s\":\"\u{2028}\u{1f600} é \\u0000\"}"
+    );
+}
+
+#[test]
+fn duplicate_keys_keep_the_last_value_in_the_first_position() {
+    let v = Json::from_slice(br#"{"a":1,"b":2,"a":3}"#).unwrap();
+    assert_eq!(v.to_json_string(), r#"{"a":3,"b":2}"#);
+    // Also in big objects, where the parser switches to a hash index.
+    let mut text = String::from("{");
+    for i in 0..40 {
+        text.push_str(&format!("\"k{i}\":{i},"));
+    }
+    text.push_str("\"k3\":\"last\",\"k39\":null}");
+    let v = Json::from_slice(text.as_bytes()).unwrap();
+    let o = v.as_object().unwrap();
+    assert_eq!(o.len(), 40);
+    assert_eq!(o.get("k3"), Some(&Json::from("last")));
+    assert_eq!(o.keys().nth(3), Some("k3"));
+    assert_eq!(o.get("k39"), Some(&Json::Null));
+}
+
+#[test]
+fn typed_fields_serialize_like_fastapi() {
+    let text = r#"[{"request_id":"r","source_id":-0,"candidate_index":0,"status":"error","memory":{},"error":{"code":"c","message":"m"}}]"#;
+    let resp = AgentResponse::from_slice(text.as_bytes()).unwrap();
+    assert_eq!(
+        resp.to_json_string(),
+        r#"[{"request_id":"r","source_id":0,"candidate_index":0,"status":"error","memory":{},"internal_steps":[],"output":null,"error":{"code":"c","message":"m","component":null}}]"#
+    );
+}
+
+#[test]
+fn serde_deserialize_validates_too() {
+    let ok: Result<AgentRequest, _> = serde_json::from_str(
+        r#"{"request_id":"r","inputs":[{"id":1,"instruction":{"type":"user","content":"hi"}}]}"#,
+    );
+    assert_eq!(ok.unwrap().inputs()[0].instruction.content, "hi");
+    let bad: Result<AgentRequest, _> = serde_json::from_str(r#"{"request_id":"","inputs":[]}"#);
+    let msg = bad.unwrap_err().to_string();
+    assert!(
+        msg.contains("request_id") && msg.contains("string_too_short"),
+        "{msg}"
+    );
+}
