@@ -2,14 +2,17 @@
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod env;
 mod error;
 mod json;
 mod model;
 mod parse;
 mod response;
 mod ser;
+pub mod tools;
 mod validate;
 
+pub use env::{EnvFeedback, EnvFeedbackError, ToolOutcome};
 pub use error::{Error, ErrorKind, Issue, Location, Segment};
 pub use json::{Json, Map, Number, Object};
 pub use model::{
