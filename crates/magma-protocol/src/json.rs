@@ -31,7 +31,248 @@ pub enum Json {
 }
 
 /// A JSON object: ordered, unique string keys.
-pub type Object = Map<Json>;
+///
+/// An object read from a free-form position of a document (`memory`,
+/// `attributes`, `tools[i]`, `extra_keys`, `arguments`, `internal_steps[i]`)
+/// is kept as its validated text until it is first looked at: reading it
+/// parses it once (the result is cached), changing it turns it into an
+/// ordinary map, and serializing an untouched object copies its text. Agents
+/// that pass memory through unchanged therefore pay for one validating scan
+/// and one copy. None of this shows in the API: an `Object` behaves as an
+/// ordered map of [`Json`] values.
+pub struct Object {
+    repr: ObjectRepr,
+}
+
+enum ObjectRepr {
+    /// Owned entries.
+    Map(Map<Json>),
+    /// Text of an object that passed validation (valid JSON, finite numbers,
+    /// nesting within limits, no duplicate keys), parsed on first read.
+    Raw {
+        text: Box<str>,
+        parsed: std::sync::OnceLock<Map<Json>>,
+    },
+}
+
+impl Object {
+    /// An empty object.
+    pub fn new() -> Object {
+        Object {
+            repr: ObjectRepr::Map(Map::new()),
+        }
+    }
+
+    /// An empty object with room for `n` entries.
+    pub fn with_capacity(n: usize) -> Object {
+        Object {
+            repr: ObjectRepr::Map(Map::with_capacity(n)),
+        }
+    }
+
+    /// Wraps validated text: the caller has checked that `text` is one JSON
+    /// object with unique keys that the generic parser reads without error.
+    pub(crate) fn from_validated_text(text: &str) -> Object {
+        Object {
+            repr: ObjectRepr::Raw {
+                text: text.into(),
+                parsed: std::sync::OnceLock::new(),
+            },
+        }
+    }
+
+    /// `true` while the object is still the validated text of a document.
+    pub(crate) fn is_validated_text(&self) -> bool {
+        matches!(self.repr, ObjectRepr::Raw { .. })
+    }
+
+    /// The text of an untouched object read from a document.
+    pub(crate) fn raw_text(&self) -> Option<&str> {
+        match &self.repr {
+            ObjectRepr::Raw { text, .. } => Some(text),
+            ObjectRepr::Map(_) => None,
+        }
+    }
+
+    fn map(&self) -> &Map<Json> {
+        match &self.repr {
+            ObjectRepr::Map(m) => m,
+            ObjectRepr::Raw { text, parsed } => parsed.get_or_init(|| parse_validated(text)),
+        }
+    }
+
+    fn map_mut(&mut self) -> &mut Map<Json> {
+        if let ObjectRepr::Raw { text, parsed } = &mut self.repr {
+            let map = parsed.take().unwrap_or_else(|| parse_validated(text));
+            self.repr = ObjectRepr::Map(map);
+        }
+        match &mut self.repr {
+            ObjectRepr::Map(m) => m,
+            ObjectRepr::Raw { .. } => unreachable!("converted to a map just above"),
+        }
+    }
+
+    /// The entries as a map.
+    pub fn as_map(&self) -> &Map<Json> {
+        self.map()
+    }
+
+    /// The entries as a map, mutably.
+    pub fn as_map_mut(&mut self) -> &mut Map<Json> {
+        self.map_mut()
+    }
+
+    /// The owned map.
+    pub fn into_map(self) -> Map<Json> {
+        match self.repr {
+            ObjectRepr::Map(m) => m,
+            ObjectRepr::Raw { text, parsed } => parsed
+                .into_inner()
+                .unwrap_or_else(|| parse_validated(&text)),
+        }
+    }
+
+    /// Number of entries.
+    pub fn len(&self) -> usize {
+        self.map().len()
+    }
+
+    /// `true` if there are no entries.
+    pub fn is_empty(&self) -> bool {
+        match &self.repr {
+            ObjectRepr::Raw { text, .. } => text[1..].trim_start().starts_with('}'),
+            ObjectRepr::Map(m) => m.is_empty(),
+        }
+    }
+
+    /// The value for `key`.
+    pub fn get(&self, key: &str) -> Option<&Json> {
+        self.map().get(key)
+    }
+
+    /// The value for `key`, mutably.
+    pub fn get_mut(&mut self, key: &str) -> Option<&mut Json> {
+        self.map_mut().get_mut(key)
+    }
+
+    /// `true` if `key` is present.
+    pub fn contains_key(&self, key: &str) -> bool {
+        self.map().contains_key(key)
+    }
+
+    /// Sets `key`; an existing key keeps its position, a new one goes last.
+    pub fn insert(&mut self, key: impl Into<String>, value: Json) -> Option<Json> {
+        self.map_mut().insert(key, value)
+    }
+
+    /// Removes `key`, keeping the order of the others.
+    pub fn remove(&mut self, key: &str) -> Option<Json> {
+        self.map_mut().remove(key)
+    }
+
+    /// The entries in order.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = (&str, &Json)> + '_ {
+        self.map().iter()
+    }
+
+    /// The entries in order, values mutable.
+    pub fn iter_mut(&mut self) -> impl ExactSizeIterator<Item = (&str, &mut Json)> + '_ {
+        self.map_mut().iter_mut()
+    }
+
+    /// The keys in order.
+    pub fn keys(&self) -> impl ExactSizeIterator<Item = &str> + '_ {
+        self.map().keys()
+    }
+
+    /// The values in order.
+    pub fn values(&self) -> impl ExactSizeIterator<Item = &Json> + '_ {
+        self.map().values()
+    }
+
+    pub(crate) fn entries(&self) -> &[(String, Json)] {
+        self.map().entries()
+    }
+}
+
+/// Parses text that already passed validation; cannot fail.
+fn parse_validated(text: &str) -> Map<Json> {
+    match crate::parse::parse(text.as_bytes()) {
+        Ok(Json::Object(o)) => o.into_map(),
+        // Unreachable: the text was validated as an object before it was kept.
+        _ => Map::new(),
+    }
+}
+
+impl Default for Object {
+    fn default() -> Self {
+        Object::new()
+    }
+}
+
+impl Clone for Object {
+    fn clone(&self) -> Self {
+        match &self.repr {
+            ObjectRepr::Map(m) => Object {
+                repr: ObjectRepr::Map(m.clone()),
+            },
+            ObjectRepr::Raw { text, .. } => Object::from_validated_text(text),
+        }
+    }
+}
+
+impl PartialEq for Object {
+    fn eq(&self, other: &Self) -> bool {
+        if let (Some(a), Some(b)) = (self.raw_text(), other.raw_text()) {
+            if a == b {
+                return true;
+            }
+        }
+        self.map() == other.map()
+    }
+}
+
+impl Eq for Object {}
+
+impl From<Map<Json>> for Object {
+    fn from(m: Map<Json>) -> Self {
+        Object {
+            repr: ObjectRepr::Map(m),
+        }
+    }
+}
+
+impl From<Object> for Map<Json> {
+    fn from(o: Object) -> Self {
+        o.into_map()
+    }
+}
+
+impl IntoIterator for Object {
+    type Item = (String, Json);
+    type IntoIter = std::vec::IntoIter<(String, Json)>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.into_map().into_iter()
+    }
+}
+
+impl<K: Into<String>> FromIterator<(K, Json)> for Object {
+    fn from_iter<I: IntoIterator<Item = (K, Json)>>(iter: I) -> Self {
+        Object::from(iter.into_iter().collect::<Map<Json>>())
+    }
+}
+
+impl<K: Into<String>> Extend<(K, Json)> for Object {
+    fn extend<I: IntoIterator<Item = (K, Json)>>(&mut self, iter: I) {
+        self.map_mut().extend(iter);
+    }
+}
+
+impl fmt::Debug for Object {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.map(), f)
+    }
+}
 
 impl Json {
     /// Parses one JSON document from UTF-8 bytes, as the reference's

@@ -211,7 +211,8 @@ impl AgentRequest {
 
     /// Parses and validates a body, exactly as the reference would.
     pub fn from_slice(bytes: &[u8]) -> Result<Self, Error> {
-        let value = crate::parse::parse(bytes).map_err(|e| e.with_model("AgentRequest"))?;
+        let value = crate::parse::parse_with(bytes, &crate::parse::REQUEST)
+            .map_err(|e| e.with_model("AgentRequest"))?;
         Self::from_json(value)
     }
 
@@ -441,7 +442,8 @@ impl AgentResponse {
 
     /// Parses and validates a body, exactly as the reference would.
     pub fn from_slice(bytes: &[u8]) -> Result<Self, Error> {
-        let value = crate::parse::parse(bytes).map_err(|e| e.with_model("AgentResponse"))?;
+        let value = crate::parse::parse_with(bytes, &crate::parse::RESPONSE)
+            .map_err(|e| e.with_model("AgentResponse"))?;
         Self::from_json(value)
     }
 

@@ -12,7 +12,7 @@
 use std::collections::HashMap;
 
 use crate::error::{Error, Issue};
-use crate::json::{Json, Number, Object};
+use crate::json::{Json, Map, Number, Object};
 
 /// The deepest container nesting `json.loads` accepts in the reference
 /// (CPython 3.12: 1497 nested arrays or objects); deeper is `json_invalid`.
@@ -53,11 +53,70 @@ impl Position {
     }
 }
 
+/// What the parser knows about the value it is reading, so that free-form
+/// objects can be kept as validated text instead of trees.
+#[derive(Debug)]
+pub(crate) enum Plan {
+    /// Build the value as a tree.
+    Generic,
+    /// A model object: its listed fields have their own plans.
+    Typed(&'static [(&'static str, Plan)]),
+    /// An array whose elements follow a plan.
+    List(&'static Plan),
+    /// A `dict[str, JsonValue]` position: keep the object as validated text
+    /// when it is clean; anything unusual (an error to report, a duplicate
+    /// key, an escaped key) falls back to a tree, which validation then
+    /// examines in full.
+    FreeObject,
+}
+
+const FREE_LIST: Plan = Plan::List(&Plan::FreeObject);
+const INPUT: Plan = Plan::Typed(&[
+    ("tools", FREE_LIST),
+    ("attributes", Plan::FreeObject),
+    ("memory", Plan::FreeObject),
+    ("extra_keys", Plan::FreeObject),
+]);
+/// How to read an `AgentRequest`.
+pub(crate) const REQUEST: Plan = Plan::Typed(&[("inputs", Plan::List(&INPUT))]);
+const TOOL_CALL: Plan = Plan::Typed(&[("arguments", Plan::FreeObject)]);
+const DECISION: Plan = Plan::Typed(&[("tool_calls", Plan::List(&TOOL_CALL))]);
+const OUTPUT: Plan = Plan::Typed(&[
+    ("memory", Plan::FreeObject),
+    ("internal_steps", FREE_LIST),
+    ("output", DECISION),
+]);
+/// How to read an `AgentResponse`.
+pub(crate) const RESPONSE: Plan = Plan::List(&OUTPUT);
+
+impl Plan {
+    fn field(&self, key: &str) -> &'static Plan {
+        match self {
+            Plan::Typed(fields) => fields
+                .iter()
+                .find(|(k, _)| *k == key)
+                .map_or(&Plan::Generic, |(_, p)| p),
+            _ => &Plan::Generic,
+        }
+    }
+
+    fn element(&self) -> &'static Plan {
+        match self {
+            Plan::List(p) => p,
+            _ => &Plan::Generic,
+        }
+    }
+}
+
 enum Frame {
-    Array(Vec<Json>),
+    Array {
+        items: Vec<Json>,
+        plan: &'static Plan,
+    },
     Object {
-        map: Object,
+        map: Map<Json>,
         key: String,
+        plan: &'static Plan,
         /// Key -> index, built once the object grows past `LINEAR_KEY_LIMIT`.
         index: Option<HashMap<String, usize>>,
     },
@@ -67,12 +126,19 @@ struct Parser<'a> {
     src: &'a [u8],
     text: &'a str,
     pos: usize,
+    scratch: Scratch,
 }
 
 type PResult<T> = Result<T, (usize, &'static str)>;
 
-/// Parses one document. Errors are `json_invalid` issues with a position.
+/// Parses one document into a tree. Errors are `json_invalid` issues with a
+/// position.
 pub(crate) fn parse(src: &[u8]) -> Result<Json, Error> {
+    parse_with(src, &Plan::Generic)
+}
+
+/// Parses one document following `plan`.
+pub(crate) fn parse_with(src: &[u8], plan: &'static Plan) -> Result<Json, Error> {
     let text = match std::str::from_utf8(src) {
         Ok(t) => t,
         Err(e) => {
@@ -83,8 +149,14 @@ pub(crate) fn parse(src: &[u8]) -> Result<Json, Error> {
             ));
         }
     };
-    let mut p = Parser { src, text, pos: 0 };
-    p.document().map_err(|(at, msg)| json_error(src, at, msg))
+    let mut p = Parser {
+        src,
+        text,
+        pos: 0,
+        scratch: Scratch::default(),
+    };
+    p.document(plan)
+        .map_err(|(at, msg)| json_error(src, at, msg))
 }
 
 fn json_error(src: &[u8], at: usize, msg: &'static str) -> Error {
@@ -103,12 +175,12 @@ impl Parser<'_> {
         }
     }
 
-    fn document(&mut self) -> PResult<Json> {
+    fn document(&mut self, plan: &'static Plan) -> PResult<Json> {
         if self.src.starts_with("\u{feff}".as_bytes()) {
             return Err((0, "unexpected byte order mark (U+FEFF) before the document"));
         }
         self.skip_ws();
-        let value = self.value_tree()?;
+        let value = self.value_tree(plan)?;
         self.skip_ws();
         if self.pos != self.src.len() {
             return Err((self.pos, "extra data after the document"));
@@ -117,12 +189,26 @@ impl Parser<'_> {
     }
 
     /// Parses one value of any depth without recursion.
-    fn value_tree(&mut self) -> PResult<Json> {
+    fn value_tree(&mut self, root_plan: &'static Plan) -> PResult<Json> {
         let mut stack: Vec<Frame> = Vec::new();
+        let mut plan = root_plan;
         'value: loop {
             // Start of a value.
             self.skip_ws();
             let mut done = match self.peek() {
+                Some(b'{') if matches!(plan, Plan::FreeObject) => {
+                    let start = self.pos;
+                    match scan_free_object(self.src, start, stack.len(), &mut self.scratch) {
+                        Some(end) => {
+                            self.pos = end;
+                            Json::Object(Object::from_validated_text(&self.text[start..end]))
+                        }
+                        None => {
+                            plan = &Plan::Generic;
+                            continue 'value;
+                        }
+                    }
+                }
                 Some(b'[') => {
                     if stack.len() >= MAX_JSON_DEPTH {
                         return Err((self.pos, "maximum nesting depth exceeded"));
@@ -133,7 +219,12 @@ impl Parser<'_> {
                         self.pos += 1;
                         Json::Array(Vec::new())
                     } else {
-                        stack.push(Frame::Array(Vec::new()));
+                        let element = plan.element();
+                        stack.push(Frame::Array {
+                            items: Vec::new(),
+                            plan: element,
+                        });
+                        plan = element;
                         continue 'value;
                     }
                 }
@@ -148,11 +239,14 @@ impl Parser<'_> {
                         Json::Object(Object::new())
                     } else {
                         let key = self.object_key()?;
+                        let child = plan.field(&key);
                         stack.push(Frame::Object {
-                            map: Object::new(),
+                            map: Map::new(),
                             key,
+                            plan,
                             index: None,
                         });
+                        plan = child;
                         continue 'value;
                     }
                 }
@@ -165,16 +259,20 @@ impl Parser<'_> {
                 };
                 self.skip_ws();
                 match top {
-                    Frame::Array(items) => {
+                    Frame::Array {
+                        items,
+                        plan: element,
+                    } => {
                         items.push(done);
                         match self.peek() {
                             Some(b',') => {
                                 self.pos += 1;
+                                plan = element;
                                 continue 'value;
                             }
                             Some(b']') => {
                                 self.pos += 1;
-                                let Some(Frame::Array(items)) = stack.pop() else {
+                                let Some(Frame::Array { items, .. }) = stack.pop() else {
                                     unreachable!("the top frame is an array")
                                 };
                                 done = Json::Array(items);
@@ -182,13 +280,19 @@ impl Parser<'_> {
                             _ => return Err((self.pos, "expected ',' or ']' in an array")),
                         }
                     }
-                    Frame::Object { map, key, index } => {
+                    Frame::Object {
+                        map,
+                        key,
+                        plan: object_plan,
+                        index,
+                    } => {
                         insert_last_wins(map, index, std::mem::take(key), done);
                         match self.peek() {
                             Some(b',') => {
                                 self.pos += 1;
                                 self.skip_ws();
                                 *key = self.object_key()?;
+                                plan = object_plan.field(key);
                                 continue 'value;
                             }
                             Some(b'}') => {
@@ -196,7 +300,7 @@ impl Parser<'_> {
                                 let Some(Frame::Object { map, .. }) = stack.pop() else {
                                     unreachable!("the top frame is an object")
                                 };
-                                done = Json::Object(map);
+                                done = Json::Object(Object::from(map));
                             }
                             _ => return Err((self.pos, "expected ',' or '}' in an object")),
                         }
@@ -361,7 +465,7 @@ const LONE_SURROGATE: &str =
     "lone surrogate escape: a UTF-16 surrogate without its pair is not a Unicode character";
 
 fn insert_last_wins(
-    map: &mut Object,
+    map: &mut Map<Json>,
     index: &mut Option<HashMap<String, usize>>,
     key: String,
     value: Json,
@@ -434,4 +538,260 @@ fn number_end(src: &[u8], start: usize) -> Option<usize> {
 /// `true` if `text` is exactly one JSON number lexeme.
 pub(crate) fn is_number_lexeme(text: &[u8]) -> bool {
     number_end(text, 0) == Some(text.len())
+}
+
+/// Buffers reused across the free-form scans of one document.
+#[derive(Default)]
+struct Scratch {
+    /// Open containers, `{` or `[`, the free-form object itself first.
+    containers: Vec<u8>,
+    /// Spans of the keys of the open objects, for duplicate checks.
+    keys: Vec<(usize, usize)>,
+    /// Where each open object's keys start in `keys`.
+    frames: Vec<usize>,
+}
+
+/// Keys per object checked for duplicates by the fast scan; larger objects
+/// take the tree path.
+const SCAN_KEY_LIMIT: usize = 64;
+
+/// Scans the object at `start` (a `{`) without building anything. Returns the
+/// end of the object when it is valid JSON, holds only finite numbers, nests
+/// no deeper than a free-form value may, has unique unescaped keys and no
+/// surrogate escapes: exactly the objects that would parse and validate
+/// cleanly. Returns `None` for anything else, and the caller parses the value
+/// as a tree, which reports any problem with its location.
+fn scan_free_object(
+    src: &[u8],
+    start: usize,
+    depth_before: usize,
+    sc: &mut Scratch,
+) -> Option<usize> {
+    use crate::validate::MAX_FREE_FORM_DEPTH;
+    sc.containers.clear();
+    sc.keys.clear();
+    sc.frames.clear();
+    let ws = |i: &mut usize| {
+        while let Some(b' ' | b'\t' | b'\n' | b'\r') = src.get(*i) {
+            *i += 1;
+        }
+    };
+    let mut i = start + 1;
+    sc.containers.push(b'{');
+    sc.frames.push(0);
+    ws(&mut i);
+    if src.get(i) == Some(&b'}') {
+        return Some(i + 1);
+    }
+    i = scan_key(src, i, sc)?;
+    'value: loop {
+        // The free-form object is `containers[0]`; a value inside more than
+        // MAX_FREE_FORM_DEPTH containers below it is refused by validation.
+        if sc.containers.len() > MAX_FREE_FORM_DEPTH + 1 {
+            return None;
+        }
+        ws(&mut i);
+        match *src.get(i)? {
+            open @ (b'{' | b'[') => {
+                let level = sc.containers.len();
+                if depth_before + level + 1 > MAX_JSON_DEPTH {
+                    return None;
+                }
+                i += 1;
+                ws(&mut i);
+                let close = if open == b'{' { b'}' } else { b']' };
+                if src.get(i) == Some(&close) {
+                    i += 1;
+                } else {
+                    sc.containers.push(open);
+                    if open == b'{' {
+                        sc.frames.push(sc.keys.len());
+                        i = scan_key(src, i, sc)?;
+                    }
+                    continue 'value;
+                }
+            }
+            b'"' => i = scan_string(src, i)?,
+            b'-' | b'0'..=b'9' => {
+                let end = number_end(src, i)?;
+                let lexeme = &src[i..end];
+                let float = lexeme.iter().any(|c| matches!(c, b'.' | b'e' | b'E'));
+                if float && (lexeme.len() >= 300 || lexeme.iter().any(|c| matches!(c, b'e' | b'E')))
+                {
+                    let text = std::str::from_utf8(lexeme).ok()?;
+                    if !text.parse::<f64>().ok()?.is_finite() {
+                        return None;
+                    }
+                }
+                i = end;
+            }
+            b't' if src[i..].starts_with(b"true") => i += 4,
+            b'f' if src[i..].starts_with(b"false") => i += 5,
+            b'n' if src[i..].starts_with(b"null") => i += 4,
+            _ => return None,
+        }
+        // After a value.
+        loop {
+            ws(&mut i);
+            let top = *sc.containers.last()?;
+            match (*src.get(i)?, top) {
+                (b',', b'{') => {
+                    i += 1;
+                    ws(&mut i);
+                    i = scan_key(src, i, sc)?;
+                    continue 'value;
+                }
+                (b',', _) => {
+                    i += 1;
+                    continue 'value;
+                }
+                (b'}', b'{') => {
+                    i += 1;
+                    sc.containers.pop();
+                    let from = sc.frames.pop()?;
+                    sc.keys.truncate(from);
+                    if sc.containers.is_empty() {
+                        return Some(i);
+                    }
+                }
+                (b']', b'[') => {
+                    i += 1;
+                    sc.containers.pop();
+                }
+                _ => return None,
+            }
+        }
+    }
+}
+
+/// A key and its `:`; `None` for escaped keys and duplicates.
+fn scan_key(src: &[u8], i: usize, sc: &mut Scratch) -> Option<usize> {
+    if src.get(i) != Some(&b'"') {
+        return None;
+    }
+    let start = i + 1;
+    let mut j = start;
+    loop {
+        match *src.get(j)? {
+            b'"' => break,
+            b'\\' => return None,
+            c if c < 0x20 => return None,
+            _ => j += 1,
+        }
+    }
+    let key = &src[start..j];
+    let frame = *sc.frames.last()?;
+    let siblings = &sc.keys[frame..];
+    if siblings.len() >= SCAN_KEY_LIMIT || siblings.iter().any(|&(a, b)| &src[a..b] == key) {
+        return None;
+    }
+    sc.keys.push((start, j));
+    j += 1;
+    while let Some(b' ' | b'\t' | b'\n' | b'\r') = src.get(j) {
+        j += 1;
+    }
+    (src.get(j) == Some(&b':')).then_some(j + 1)
+}
+
+/// A string value; `None` unless the tree parser would read it cleanly.
+fn scan_string(src: &[u8], i: usize) -> Option<usize> {
+    let mut j = i + 1;
+    loop {
+        match *src.get(j)? {
+            b'"' => return Some(j + 1),
+            b'\\' => match *src.get(j + 1)? {
+                b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => j += 2,
+                b'u' => {
+                    let hex = |at: usize| -> Option<u32> {
+                        let d = src.get(at..at + 4)?;
+                        d.iter()
+                            .try_fold(0u32, |v, &c| Some(v * 16 + (c as char).to_digit(16)?))
+                    };
+                    let v = hex(j + 2)?;
+                    if (0xD800..0xDC00).contains(&v) {
+                        if src.get(j + 6..j + 8) != Some(b"\\u") {
+                            return None;
+                        }
+                        let lo = hex(j + 8)?;
+                        if !(0xDC00..0xE000).contains(&lo) {
+                            return None;
+                        }
+                        j += 12;
+                    } else if (0xDC00..0xE000).contains(&v) {
+                        return None;
+                    } else {
+                        j += 6;
+                    }
+                }
+                _ => return None,
+            },
+            c if c < 0x20 => return None,
+            _ => j += 1,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    include!("../benches/bench_like.rs");
+
+    fn free_objects_kept_as_text(v: &Json) -> (usize, usize) {
+        let mut kept = 0;
+        let mut trees = 0;
+        let input = v.get("inputs").and_then(Json::as_array).unwrap();
+        for i in input {
+            for key in ["attributes", "memory", "extra_keys"] {
+                match i.get(key) {
+                    Some(Json::Object(o)) if o.is_validated_text() => kept += 1,
+                    Some(_) => trees += 1,
+                    None => {}
+                }
+            }
+        }
+        (kept, trees)
+    }
+
+    #[test]
+    fn clean_free_form_objects_are_kept_as_text() {
+        let body = bench_like_request(3);
+        let v = parse_with(body.as_bytes(), &REQUEST).unwrap();
+        assert_eq!(free_objects_kept_as_text(&v), (9, 0));
+        // The generic parse builds trees, and both read the same.
+        let tree = parse(body.as_bytes()).unwrap();
+        assert_eq!(free_objects_kept_as_text(&tree), (0, 9));
+        assert_eq!(tree, v);
+    }
+
+    #[test]
+    fn anything_unusual_takes_the_tree_path() {
+        for memory in [
+            r#"{"a":1,"a":2}"#,
+            r#"{"\u0061":1}"#,
+            r#"{"a":NaN}"#,
+            r#"{"a":1e400}"#,
+            r#"{"a":"\ud800"}"#,
+            r#"{"a":[1,]}"#,
+        ] {
+            let body = format!(
+                r#"{{"request_id":"r","inputs":[{{"id":1,"instruction":{{"type":"user","content":""}},"memory":{memory}}}]}}"#
+            );
+            match parse_with(body.as_bytes(), &REQUEST) {
+                Ok(v) => assert_eq!(free_objects_kept_as_text(&v), (0, 1), "{memory}"),
+                Err(e) => assert!(e.is_syntax(), "{memory}: {e}"),
+            }
+        }
+        let with_depth = |n: usize| {
+            let deep = "[".repeat(n) + &"]".repeat(n);
+            let body = format!(
+                r#"{{"request_id":"r","inputs":[{{"id":1,"instruction":{{"type":"user","content":""}},"memory":{{"a":{deep}}}}}]}}"#
+            );
+            free_objects_kept_as_text(&parse_with(body.as_bytes(), &REQUEST).unwrap())
+        };
+        assert_eq!(with_depth(254), (1, 0));
+        // 255 empty-innermost containers still validate, so may stay text.
+        assert_eq!(with_depth(255), (1, 0));
+        assert_eq!(with_depth(256), (0, 1));
+    }
 }

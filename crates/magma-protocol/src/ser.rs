@@ -1,10 +1,12 @@
 //! `serde` support.
 //!
 //! Serialization emits every field in the reference's declaration order,
-//! including defaults and nulls, as FastAPI's `response_model` does. Numbers
-//! are written exactly as they were read: integers that fit 64 bits through
-//! `serialize_i64`/`serialize_u64`, every other lexeme as a
-//! `serde_json::value::RawValue`, so JSON output is lossless.
+//! including defaults and nulls, as FastAPI's `response_model` does. With
+//! `serde_json` as the serializer, numbers are written exactly as they were
+//! read and objects kept as validated text are copied as they are (both
+//! through `serde_json::value::RawValue`), so JSON output is lossless. Other
+//! serializers get plain maps, and numbers as `i64`/`u64`/`i128`/`u128` or,
+//! failing that, `f64`.
 //!
 //! Deserialization through `serde` goes through [`Json`] and then the same
 //! validation as [`AgentRequest::from_slice`]. It is only as lossless as the
@@ -33,6 +35,18 @@ pub(crate) fn to_json<T: Serialize + ?Sized>(value: &T) -> Json {
     crate::parse::parse(to_string(value).as_bytes()).unwrap_or_default()
 }
 
+/// `true` when `S` is one of serde_json's serializers, which understand
+/// `RawValue` and so can take number lexemes and object text verbatim.
+fn is_serde_json<S>() -> bool {
+    std::any::type_name::<S>().contains("serde_json::")
+}
+
+fn raw<S: Serializer>(text: &str, s: S) -> Result<S::Ok, S::Error> {
+    let raw: &serde_json::value::RawValue =
+        serde_json::from_str(text).map_err(serde::ser::Error::custom)?;
+    raw.serialize(s)
+}
+
 impl Serialize for Number {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let text = self.as_str();
@@ -50,9 +64,27 @@ impl Serialize for Number {
             // JSON has no NaN, so name it.
             return s.serialize_str(text);
         }
-        let raw: &serde_json::value::RawValue =
-            serde_json::from_str(text).map_err(serde::ser::Error::custom)?;
-        raw.serialize(s)
+        if is_serde_json::<S>() {
+            return raw(text, s);
+        }
+        if self.is_integer() {
+            if let Ok(i) = text.parse::<i128>() {
+                return s.serialize_i128(i);
+            }
+            if let Ok(u) = text.parse::<u128>() {
+                return s.serialize_u128(u);
+            }
+        }
+        s.serialize_f64(self.as_f64().unwrap_or_default())
+    }
+}
+
+impl Serialize for Object {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self.raw_text() {
+            Some(text) if is_serde_json::<S>() => raw(text, s),
+            _ => self.as_map().serialize(s),
+        }
     }
 }
 

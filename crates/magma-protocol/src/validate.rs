@@ -17,7 +17,8 @@ use crate::model::{
 };
 
 /// How deep a free-form value may nest below a `dict[str, JsonValue]` key in
-/// the reference (pydantic-core's recursion guard): 254 containers.
+/// the reference (pydantic-core's recursion guard): a value inside more than
+/// 254 containers is refused.
 pub const MAX_FREE_FORM_DEPTH: usize = 254;
 
 #[derive(Clone, Copy)]
@@ -287,6 +288,8 @@ fn list<T>(
 /// deeper than the reference allows.
 fn json_object(v: Json, cx: &mut Cx) -> Option<Object> {
     match v {
+        // Text kept by the parser was validated while it was scanned.
+        Json::Object(o) if o.is_validated_text() => Some(o),
         Json::Object(o) => {
             let before = cx.count();
             check_object_values(&o, cx);
@@ -345,8 +348,22 @@ pub(crate) fn check_free_form(root: &Json, cx: &mut Cx, limit: usize) {
         });
         cx.location(segs)
     }
-    // Returns true when `v` is a container to descend into.
+    // Returns true when `v` is a container to descend into. Like pydantic, a
+    // value enclosed by more than `limit` containers is refused where it
+    // stands (an empty container at the limit is fine: nothing is inside).
     fn visit(v: &Json, stack: &[Frame<'_>], cx: &mut Cx, limit: usize) -> bool {
+        if stack.len() > limit {
+            let loc = path_of(cx, stack);
+            cx.issues.push(
+                Issue::new(
+                    ErrorKind::RecursionDepthExceeded,
+                    loc,
+                    "Recursion error - maximum validation depth exceeded",
+                )
+                .with_input(v.clone()),
+            );
+            return false;
+        }
         match v {
             Json::Number(n) if !n.is_finite() => {
                 let loc = path_of(cx, stack);
@@ -355,18 +372,6 @@ pub(crate) fn check_free_form(root: &Json, cx: &mut Cx, limit: usize) {
                         ErrorKind::FiniteNumber,
                         loc,
                         "Input should be a finite number",
-                    )
-                    .with_input(v.clone()),
-                );
-                false
-            }
-            Json::Array(_) | Json::Object(_) if stack.len() >= limit => {
-                let loc = path_of(cx, stack);
-                cx.issues.push(
-                    Issue::new(
-                        ErrorKind::RecursionDepthExceeded,
-                        loc,
-                        "Recursion error - maximum validation depth exceeded",
                     )
                     .with_input(v.clone()),
                 );

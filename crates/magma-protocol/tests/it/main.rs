@@ -4,6 +4,7 @@
 mod corpus;
 mod errors;
 mod exchange;
+mod fixtures;
 mod hostile;
 mod public_corpus;
 mod roundtrip;

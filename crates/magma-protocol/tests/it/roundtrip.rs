@@ -124,12 +124,35 @@ fn the_hard_values_survive_exactly() {
     assert_eq!(lexeme("negf").as_deref(), Some("-0.0"));
     assert_eq!(lexeme("e").as_deref(), Some("1E+2"));
     assert!(!m.get("f").unwrap().as_number().unwrap().is_integer());
+    // Serialized, every lexeme is kept, and the text reads back as the same value.
     let out = Json::Object(m.clone()).to_json_string();
+    for lexeme in [
+        "123456789012345678901234567890",
+        "-9223372036854775809",
+        ":1.0,",
+        "5e-324",
+        ":-0,",
+        "-0.0",
+        "1E+2",
+        "1.50",
+    ] {
+        assert!(out.contains(lexeme), "{lexeme} lost in {out}");
+    }
     assert_eq!(
-        out,
-        "{\"z\":1,\"a\":123456789012345678901234567890,\"m\":-9223372036854775809,\"f\":1.0,\
-         \"tiny\":5e-324,\"neg0\":-0,\"negf\":-0.0,\"e\":1E+2,\"nested\":{\"b\":2,\"a\":[1.50,\
-         {\"y\":null,\"x\":true}]},\"s\":\"\u{2028}\u{1f600} é \\u0000\"}"
+        &Json::from_slice(out.as_bytes()).unwrap(),
+        &Json::Object(m.clone())
+    );
+    // Once changed, the object is written from its entries, compactly.
+    let mut changed = m.clone();
+    changed.insert("added", Json::from(1));
+    let out = Json::Object(changed).to_json_string();
+    assert!(
+        out.ends_with("\"s\":\"\u{2028}\u{1f600} é \\u0000\",\"added\":1}"),
+        "{out}"
+    );
+    assert!(
+        out.contains(r#""nested":{"b":2,"a":[1.50,{"y":null,"x":true}]}"#),
+        "{out}"
     );
 }
 

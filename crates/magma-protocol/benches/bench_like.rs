@@ -1,0 +1,33 @@
+// A deterministic BENCH-like request body, shared by the benchmarks and the
+// tests that check which parsing path such a body takes.
+
+/// A BENCH-like request: `inputs` environments with tools, attributes and a
+/// growing history in memory, about `inputs * 11.6` KB (52 inputs: 0.6 MB).
+pub(crate) fn bench_like_request(inputs: usize) -> String {
+    let tools = r#"[{"name":"cancel_current_action","description":"Cancel the current action running on the targeted robot.","arguments":{}},{"name":"press_button","description":"Press a button.","arguments":{"id":{"description":"Button name.","type":"str"}}},{"name":"move_to","description":"Move the base to a position in the map frame.","arguments":{"x":{"description":"Target x in metres","type":"float"},"y":{"description":"Target y in metres","type":"float"},"speed":{"description":"Optional speed","type":"float"}}},{"name":"pick","description":"Pick an object.","arguments":{"object_id":{"description":"Identifier","type":"str"},"force":{"description":"Grip force in newtons","type":"float"}}}]"#;
+    let mut out = String::from(r#"{"request_id":"0f8fad5bd9cb469fa16570867728950e","inputs":["#);
+    for i in 0..inputs {
+        if i > 0 {
+            out.push(',');
+        }
+        let mut history = String::new();
+        for step in 0..40 {
+            if step > 0 {
+                history.push(',');
+            }
+            history.push_str(&format!(
+                r#"{{"author":"USER","content":"Put the red cube {step} on the shelf, then report back.","t":{}.{:03}}},{{"author":"MODEL","content":"{{\"say\": \"\", \"action\": {{\"panda\": {{\"name\": \"move_to\", \"arguments\": {{\"x\": {}.25, \"y\": -{}.5}}}}}}}}","score":0.{:04}}}"#,
+                1_712_000_000 + step * 7,
+                step * 37 % 1000,
+                step % 9,
+                step % 4,
+                (step * 7919) % 10_000,
+            ));
+        }
+        out.push_str(&format!(
+            r#"{{"id":{i},"instruction":{{"type":"env","content":"{{\"infos\": \"panda: press_button succeed with message: sw{i} is now pressed\", \"previous_tool_call\": {{\"panda\": {{\"name\": \"press_button\", \"arguments\": {{\"id\": \"sw{i}\"}}}}}}}}"}},"tools":{tools},"attributes":{{"objects":["sw0","sw1","cube_red","shelf"],"known_robots":["panda","ur5e"],"robot_statuses":{{"panda":"FREE","ur5e":"RUNNING move_to(x=1.5, y=-2.0)"}},"location":{{"x":-9.491,"y":0.828,"frame":"map"}}}},"memory":{{"memory_list":["Always confirm completion to the user.","Never move two robots at once."],"history":[{history}]}},"num_outputs":1,"extra_keys":{{"inference_mode":true}}}}"#
+        ));
+    }
+    out.push_str("]}");
+    out
+}
