@@ -197,3 +197,16 @@ fn serde_deserialize_validates_too() {
         "{msg}"
     );
 }
+
+#[test]
+fn serde_json_serializers_see_the_same_document() {
+    let text = br#"{"request_id":"r","inputs":[{"id":1,"instruction":{"type":"user","content":"x"},"memory":{"b": [1.5, {"c": "\u00e9"}], "a": 7}}]}"#;
+    let req = AgentRequest::from_slice(text).unwrap();
+    // serde_json::Value (to_value) and text (to_vec, pretty) agree with ours.
+    let value = serde_json::to_value(&req).unwrap();
+    assert_eq!(value["inputs"][0]["memory"]["b"][1]["c"], "é");
+    let ours: serde_json::Value = serde_json::from_str(&req.to_json_string()).unwrap();
+    assert_eq!(value, ours);
+    let pretty = serde_json::to_string_pretty(&req).unwrap();
+    assert_eq!(AgentRequest::from_slice(pretty.as_bytes()).unwrap(), req);
+}
