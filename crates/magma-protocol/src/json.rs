@@ -723,21 +723,56 @@ impl<V: fmt::Debug> fmt::Debug for Map<V> {
     }
 }
 
-/// Builds a [`Json`] value with JSON-like syntax.
+/// Builds a [`Json`] value with JSON-like syntax. Values may be nested
+/// arrays and objects, `null`, or any Rust expression of a scalar type
+/// (`bool`, integers, `f64`, strings, [`Json`], [`Object`], [`Number`]).
 ///
 /// ```
 /// use magma_protocol::json;
-/// let v = json!({"say": "hi", "n": [1, 2.5, null, true]});
-/// assert_eq!(v.to_json_string(), r#"{"say":"hi","n":[1,2.5,null,true]}"#);
+/// let steps = 3;
+/// let v = json!({"say": "hi", "n": [1, -2.5, null, true], "steps": steps + 1, "o": {}});
+/// assert_eq!(v.to_json_string(), r#"{"say":"hi","n":[1,-2.5,null,true],"steps":4,"o":{}}"#);
 /// ```
 #[macro_export]
 macro_rules! json {
+    // Arrays: munch one element at a time, up to each top-level comma.
+    (@array [$($done:expr,)*]) => { vec![$($done,)*] };
+    (@array [$($done:expr,)*] null $(, $($rest:tt)*)?) => {
+        $crate::json!(@array [$($done,)* $crate::Json::Null,] $($($rest)*)?)
+    };
+    (@array [$($done:expr,)*] [$($inner:tt)*] $(, $($rest:tt)*)?) => {
+        $crate::json!(@array [$($done,)* $crate::json!([$($inner)*]),] $($($rest)*)?)
+    };
+    (@array [$($done:expr,)*] {$($inner:tt)*} $(, $($rest:tt)*)?) => {
+        $crate::json!(@array [$($done,)* $crate::json!({$($inner)*}),] $($($rest)*)?)
+    };
+    (@array [$($done:expr,)*] $next:expr $(, $($rest:tt)*)?) => {
+        $crate::json!(@array [$($done,)* $crate::Json::from_scalar($next),] $($($rest)*)?)
+    };
+    // Objects: `"key": value` pairs.
+    (@object $o:ident) => {};
+    (@object $o:ident $key:literal : null $(, $($rest:tt)*)?) => {
+        $o.insert($key, $crate::Json::Null);
+        $crate::json!(@object $o $($($rest)*)?);
+    };
+    (@object $o:ident $key:literal : [$($inner:tt)*] $(, $($rest:tt)*)?) => {
+        $o.insert($key, $crate::json!([$($inner)*]));
+        $crate::json!(@object $o $($($rest)*)?);
+    };
+    (@object $o:ident $key:literal : {$($inner:tt)*} $(, $($rest:tt)*)?) => {
+        $o.insert($key, $crate::json!({$($inner)*}));
+        $crate::json!(@object $o $($($rest)*)?);
+    };
+    (@object $o:ident $key:literal : $value:expr $(, $($rest:tt)*)?) => {
+        $o.insert($key, $crate::Json::from_scalar($value));
+        $crate::json!(@object $o $($($rest)*)?);
+    };
     (null) => { $crate::Json::Null };
-    ([ $($elem:tt),* $(,)? ]) => { $crate::Json::Array(vec![ $( $crate::json!($elem) ),* ]) };
-    ({ $($key:literal : $value:tt),* $(,)? }) => {{
+    ([ $($tt:tt)* ]) => { $crate::Json::Array($crate::json!(@array [] $($tt)*)) };
+    ({ $($tt:tt)* }) => {{
         #[allow(unused_mut)]
         let mut object = $crate::Object::new();
-        $( object.insert($key, $crate::json!($value)); )*
+        $crate::json!(@object object $($tt)*);
         $crate::Json::Object(object)
     }};
     ($other:expr) => { $crate::Json::from_scalar($other) };
