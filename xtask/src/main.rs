@@ -5,7 +5,9 @@
 //! [`run`]; add new ones to [`SUBCOMMANDS`] and to the `match` there.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+mod codegen;
 mod conformance;
+mod interop;
 mod python;
 
 use std::path::PathBuf;
@@ -14,11 +16,31 @@ use std::process::ExitCode;
 use anyhow::{Context, Result, bail};
 
 /// Name and one-line summary of every subcommand, for `--help`.
-const SUBCOMMANDS: &[(&str, &str)] = &[(
-    "conformance [--check]",
-    "regenerate crates/magma-protocol/tests/fixtures/reference.jsonl against magma-core 2.0.1 \
+const SUBCOMMANDS: &[(&str, &str)] = &[
+    (
+        "codegen [--check]",
+        "write docs/schema/*.schema.json and docs/openapi.json (--check: fail if they are stale)",
+    ),
+    (
+        "schema-diff",
+        "compare docs/schema with the JSON Schemas of magma-core 2.0.1's pydantic models",
+    ),
+    (
+        "openapi-check",
+        "validate docs/openapi.json (openapi-spec-validator) and docs/schema, and replay the \
+     reference fixtures through the schemas",
+    ),
+    (
+        "conformance [--check]",
+        "regenerate crates/magma-protocol/tests/fixtures/reference.jsonl against magma-core 2.0.1 \
      (--check: fail if the committed file is stale)",
-)];
+    ),
+    (
+        "interop",
+        "run magma-server under a BENCH-like Python client and magma-client against a FastAPI \
+     agent on magma-core 2.0.1, over HTTP and HTTPS",
+    ),
+];
 
 fn help() -> String {
     let mut text = String::from(
@@ -54,6 +76,26 @@ fn run(args: Vec<String>) -> Result<()> {
             print!("{}", help());
             Ok(())
         }
+        "codegen" => {
+            let mut check = false;
+            for arg in rest {
+                match arg.as_str() {
+                    "--check" => check = true,
+                    other => bail!("unknown option `{other}` for `codegen`\n\n{}", help()),
+                }
+            }
+            codegen::run(check)
+        }
+        "schema-diff" | "openapi-check" => {
+            if let Some(other) = rest.first() {
+                bail!("unknown option `{other}` for `{command}`\n\n{}", help());
+            }
+            if command == "schema-diff" {
+                codegen::schema_diff()
+            } else {
+                codegen::openapi_check()
+            }
+        }
         "conformance" => {
             let mut check = false;
             for arg in rest {
@@ -67,6 +109,12 @@ fn run(args: Vec<String>) -> Result<()> {
                 }
             }
             conformance::run(check)
+        }
+        "interop" => {
+            if let Some(other) = rest.first() {
+                bail!("unknown option `{other}` for `interop`\n\n{}", help());
+            }
+            interop::run()
         }
         other => bail!("unknown subcommand `{other}`\n\n{}", help()),
     }

@@ -8,6 +8,9 @@ mod json;
 mod model;
 mod parse;
 mod response;
+#[cfg(feature = "schema")]
+#[cfg_attr(docsrs, doc(cfg(feature = "schema")))]
+pub mod schema;
 mod ser;
 pub mod tools;
 mod validate;
