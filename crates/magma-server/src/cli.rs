@@ -1,0 +1,374 @@
+//! The command-line front end: flags for every limit and for TLS, logging
+//! through `tracing`, and shutdown on SIGINT/SIGTERM.
+//!
+//! One call runs an agent as a complete server program:
+//!
+//! ```no_run
+//! # struct MyAgent;
+//! # impl magma_server::Agent for MyAgent {
+//! #     fn info(&self) -> magma_server::AgentInfo { magma_server::AgentInfo::new("a", "1") }
+//! #     async fn respond(&self, _: &magma_server::AgentInput)
+//! #         -> Result<Vec<magma_server::Candidate>, magma_server::Rejection> { Ok(vec![]) }
+//! # }
+//! fn main() -> std::process::ExitCode {
+//!     magma_server::cli::run(MyAgent)
+//! }
+//! ```
+//!
+//! Programs with flags of their own embed [`ServerArgs`] with
+//! `#[command(flatten)]` and call [`run_with`].
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Parser};
+
+use crate::{Agent, Config, Server};
+
+/// Text for the end of `--help`: logging, `RUST_LOG`, exit status.
+pub const AFTER_HELP: &str = "\
+Logging: one line per request on standard error (method, path, status, latency, request id);
+set RUST_LOG to change what is logged, e.g. RUST_LOG=magma_server=debug (default: info).
+Request and response bodies, and so agent memory, are never logged at the default level.
+
+Exit status: 0 after a shutdown on SIGINT or SIGTERM, 1 if the server could not start,
+2 for invalid flags.";
+
+/// The server's flags, shared by `magma-server` and by agent programs.
+#[derive(Debug, Clone, Args)]
+#[non_exhaustive]
+pub struct ServerArgs {
+    /// Address to listen on, HOST:PORT (port 0 picks a free port, logged at start)
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
+    pub listen: String,
+
+    /// Largest accepted request body, in bytes; larger bodies get 413
+    #[arg(long, value_name = "N", default_value_t = Config::DEFAULT_MAX_BODY_BYTES)]
+    pub max_body_bytes: u64,
+
+    /// Seconds a connection has to send a complete request head (also the idle keep-alive timeout)
+    #[arg(long, value_name = "SECS", default_value_t = Config::DEFAULT_HEADER_TIMEOUT.as_secs(),
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub header_timeout_secs: u64,
+
+    /// Seconds allowed to receive a request body; 408 when exceeded
+    #[arg(long, value_name = "SECS", default_value_t = Config::DEFAULT_BODY_TIMEOUT.as_secs(),
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub body_timeout_secs: u64,
+
+    /// Open connections at most; further clients wait in the operating system's queue
+    #[arg(long, value_name = "N", default_value_t = Config::DEFAULT_MAX_CONNECTIONS,
+          value_parser = positive_usize)]
+    pub max_connections: usize,
+
+    /// Inferences running at once at most; further requests wait (health and info never do)
+    #[arg(long, value_name = "N", default_value_t = Config::DEFAULT_MAX_CONCURRENT_INFERENCES,
+          value_parser = positive_usize)]
+    pub max_concurrent_inferences: usize,
+
+    /// Candidates one request may ask for (sum of num_outputs); more gets 422
+    #[arg(long, value_name = "N", default_value_t = Config::DEFAULT_MAX_CANDIDATES,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_candidates: u64,
+
+    /// Seconds allowed per inference, including the wait for a slot; 503 when exceeded [default: no limit]
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub inference_timeout_secs: Option<u64>,
+
+    /// Seconds in-flight requests get to finish after SIGINT/SIGTERM before connections are cut
+    #[arg(long, value_name = "SECS", default_value_t = Config::DEFAULT_SHUTDOWN_GRACE.as_secs())]
+    pub shutdown_grace_secs: u64,
+
+    /// Serve the endpoints under this path prefix, e.g. /agent (for proxies that keep the prefix)
+    #[arg(long, value_name = "PREFIX")]
+    pub path_prefix: Option<String>,
+
+    /// HTTPS: certificate chain, PEM, leaf first (requires the `tls` feature)
+    #[arg(
+        long,
+        value_name = "PEM",
+        requires = "tls_key",
+        conflicts_with = "tls_self_signed"
+    )]
+    pub tls_cert: Option<PathBuf>,
+
+    /// HTTPS: private key of --tls-cert, PEM (requires the `tls` feature)
+    #[arg(long, value_name = "PEM", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+
+    /// HTTPS: require client certificates signed by a CA in this PEM file (mutual TLS)
+    #[arg(long, value_name = "PEM")]
+    pub tls_client_ca: Option<PathBuf>,
+
+    /// HTTPS for development: use (or first generate) DIR/ca.pem, DIR/cert.pem and DIR/key.pem
+    /// for localhost, 127.0.0.1, ::1 and the listen address; give DIR/ca.pem to clients
+    #[arg(long, value_name = "DIR")]
+    pub tls_self_signed: Option<PathBuf>,
+
+    /// Seconds a TLS client has to complete its handshake
+    #[arg(long, value_name = "SECS", default_value_t = Config::DEFAULT_TLS_HANDSHAKE_TIMEOUT.as_secs(),
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub tls_handshake_timeout_secs: u64,
+}
+
+fn positive_usize(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// A flag combination the server cannot honour.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CliError {
+    /// A TLS flag was given to a build without the `tls` feature.
+    #[error(
+        "this build of the server has no TLS support; rebuild with `--features tls` \
+         or terminate TLS in a reverse proxy"
+    )]
+    TlsUnavailable,
+    /// `--tls-client-ca` without a certificate to serve.
+    #[error("--tls-client-ca needs --tls-cert/--tls-key or --tls-self-signed")]
+    ClientCaWithoutTls,
+    /// Loading or generating the TLS material failed.
+    #[cfg(feature = "tls")]
+    #[error(transparent)]
+    Tls(#[from] crate::TlsError),
+}
+
+impl ServerArgs {
+    /// The [`Config`] these flags describe; loads or generates TLS material.
+    pub fn config(&self) -> Result<Config, CliError> {
+        let secs = Duration::from_secs;
+        let mut config = Config {
+            max_body_bytes: self.max_body_bytes,
+            header_timeout: secs(self.header_timeout_secs),
+            body_timeout: secs(self.body_timeout_secs),
+            max_connections: self.max_connections,
+            max_concurrent_inferences: self.max_concurrent_inferences,
+            max_candidates: self.max_candidates,
+            inference_timeout: self.inference_timeout_secs.map(secs),
+            shutdown_grace: secs(self.shutdown_grace_secs),
+            path_prefix: self.path_prefix.clone(),
+            tls_handshake_timeout: secs(self.tls_handshake_timeout_secs),
+            ..Config::default()
+        };
+        let wants_tls = self.tls_cert.is_some() || self.tls_self_signed.is_some();
+        if self.tls_client_ca.is_some() && !wants_tls {
+            return Err(CliError::ClientCaWithoutTls);
+        }
+        if wants_tls {
+            self.add_tls(&mut config)?;
+        }
+        Ok(config)
+    }
+
+    #[cfg(not(feature = "tls"))]
+    fn add_tls(&self, _: &mut Config) -> Result<(), CliError> {
+        Err(CliError::TlsUnavailable)
+    }
+
+    #[cfg(feature = "tls")]
+    fn add_tls(&self, config: &mut Config) -> Result<(), CliError> {
+        let client_ca = self.tls_client_ca.as_deref();
+        let tls = match (&self.tls_cert, &self.tls_key, &self.tls_self_signed) {
+            (Some(cert), Some(key), _) => crate::TlsConfig::from_pem_files(cert, key, client_ca)?,
+            (_, _, Some(dir)) => {
+                let (tls, files) = crate::TlsConfig::self_signed(dir, &self.names(), client_ca)?;
+                let what = if files.generated {
+                    "generated"
+                } else {
+                    "reusing"
+                };
+                tracing::info!(
+                    "self-signed TLS ({what}): give {} to clients (requests: REQUESTS_CA_BUNDLE; \
+                     curl: --cacert)",
+                    files.ca_cert.display()
+                );
+                tls
+            }
+            // clap's `requires` makes cert and key come together.
+            _ => return Err(CliError::ClientCaWithoutTls),
+        };
+        config.tls = Some(tls);
+        Ok(())
+    }
+
+    /// Names for the development certificate: the loopback names plus the
+    /// host of `--listen` when it is a specific address or a name.
+    #[cfg(feature = "tls")]
+    fn names(&self) -> Vec<String> {
+        let mut names: Vec<String> = ["localhost", "127.0.0.1", "::1"]
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect();
+        let host = match self.listen.parse::<std::net::SocketAddr>() {
+            Ok(addr) if !addr.ip().is_unspecified() => Some(addr.ip().to_string()),
+            Ok(_) => None,
+            Err(_) => self.listen.rsplit_once(':').map(|(h, _)| h.to_owned()),
+        };
+        if let Some(host) = host.filter(|h| !h.is_empty() && !names.contains(h)) {
+            names.push(host);
+        }
+        names
+    }
+}
+
+#[derive(Debug, Parser)]
+#[command(
+    version,
+    about = "A MAGMA agent server (Agent HTTP Contract, protocol 2.0)",
+    after_help = AFTER_HELP
+)]
+struct DefaultCli {
+    #[command(flatten)]
+    server: ServerArgs,
+}
+
+/// Runs `agent` as a complete program: parses the process's flags
+/// ([`ServerArgs`]), logs to standard error (`RUST_LOG`, default `info`),
+/// serves until SIGINT or SIGTERM, drains, and returns the exit code (0
+/// after a shutdown, 1 if the server could not start, 2 for bad flags).
+pub fn run<A: Agent>(agent: A) -> ExitCode {
+    run_with(agent, DefaultCli::parse().server)
+}
+
+/// Like [`run`], with flags the caller parsed (embed [`ServerArgs`] in your
+/// own `clap` parser with `#[command(flatten)]`).
+#[allow(
+    clippy::print_stderr,
+    reason = "the command-line front end reports to the terminal"
+)]
+pub fn run_with<A: Agent>(agent: A, args: ServerArgs) -> ExitCode {
+    init_logging();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    runtime.block_on(async move {
+        let config = match args.config() {
+            Ok(config) => config,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::from(2);
+            }
+        };
+        let server = match Server::bind(&args.listen, config).await {
+            Ok(server) => server,
+            Err(e) => {
+                eprintln!("error: {}", error_chain(&e));
+                return ExitCode::from(1);
+            }
+        };
+        server.serve(agent, shutdown_signal()).await;
+        ExitCode::SUCCESS
+    })
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        s.push_str(": ");
+        s.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    s
+}
+
+/// Installs a `tracing` subscriber writing to standard error, filtered by
+/// `RUST_LOG` (default `info`). Does nothing if one is already installed.
+pub fn init_logging() {
+    use std::io::IsTerminal;
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .try_init();
+}
+
+/// Completes on SIGINT (Ctrl-C) or, on Unix, SIGTERM.
+pub async fn shutdown_signal() {
+    let interrupt = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = interrupt => tracing::info!("SIGINT received; shutting down"),
+        () = terminate => tracing::info!("SIGTERM received; shutting down"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_parser_is_consistent() {
+        DefaultCli::command().debug_assert();
+    }
+
+    #[test]
+    fn defaults_match_config_defaults() {
+        let args = DefaultCli::try_parse_from(["x"]).unwrap().server;
+        assert_eq!(args.listen, "127.0.0.1:8080");
+        let c = args.config().unwrap();
+        let d = Config::default();
+        assert_eq!(c.max_body_bytes, d.max_body_bytes);
+        assert_eq!(c.header_timeout, d.header_timeout);
+        assert_eq!(c.body_timeout, d.body_timeout);
+        assert_eq!(c.max_connections, d.max_connections);
+        assert_eq!(c.max_concurrent_inferences, d.max_concurrent_inferences);
+        assert_eq!(c.max_candidates, d.max_candidates);
+        assert_eq!(c.inference_timeout, d.inference_timeout);
+        assert_eq!(c.shutdown_grace, d.shutdown_grace);
+        assert_eq!(c.tls_handshake_timeout, d.tls_handshake_timeout);
+    }
+
+    #[test]
+    fn zero_limits_and_lone_tls_flags_are_refused() {
+        assert!(DefaultCli::try_parse_from(["x", "--max-connections", "0"]).is_err());
+        assert!(DefaultCli::try_parse_from(["x", "--header-timeout-secs", "0"]).is_err());
+        assert!(DefaultCli::try_parse_from(["x", "--tls-cert", "c.pem"]).is_err());
+        let args = DefaultCli::try_parse_from(["x", "--tls-client-ca", "ca.pem"])
+            .unwrap()
+            .server;
+        assert!(matches!(args.config(), Err(CliError::ClientCaWithoutTls)));
+    }
+
+    #[cfg(not(feature = "tls"))]
+    #[test]
+    fn tls_flags_without_the_feature_say_how_to_get_it() {
+        let args = DefaultCli::try_parse_from(["x", "--tls-self-signed", "d"])
+            .unwrap()
+            .server;
+        let e = args.config().unwrap_err();
+        assert!(matches!(e, CliError::TlsUnavailable));
+        assert!(e.to_string().contains("--features tls"));
+    }
+}

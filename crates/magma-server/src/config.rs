@@ -1,0 +1,184 @@
+//! Limits and options, with their defaults.
+
+use std::time::Duration;
+
+use crate::Error;
+
+/// Server limits and options. [`Config::default`] gives safe defaults; change
+/// fields as needed:
+///
+/// ```
+/// use std::time::Duration;
+/// let mut config = magma_server::Config::default();
+/// config.max_body_bytes = 4 << 20;
+/// config.inference_timeout = Some(Duration::from_secs(300));
+/// ```
+///
+/// Every limit has a command-line flag in the `cli` front end, e.g.
+/// `--max-body-bytes`.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Config {
+    /// Largest accepted request body, in bytes (default 16 MiB). A larger
+    /// `Content-Length` is answered `413` before the body is read; a body
+    /// without one (chunked, HTTP/2) is cut off at the limit, also `413`.
+    pub max_body_bytes: u64,
+    /// Time a connection has to deliver a complete request head: from
+    /// accept (or the end of the TLS handshake) to the first request, and on
+    /// HTTP/1.1 keep-alive from the previous response to the next request
+    /// head (default 30 s). The connection is closed when it runs out.
+    pub header_timeout: Duration,
+    /// Time allowed to receive a request body once its head arrived
+    /// (default 60 s); `408` when it runs out.
+    pub body_timeout: Duration,
+    /// Open connections at most (default 512). When reached, the server stops
+    /// accepting until one closes; the operating system queues the rest.
+    pub max_connections: usize,
+    /// Inferences (`POST /v1/responses` handled by the agent) running at
+    /// once, at most (default 64). Further requests wait for a slot;
+    /// `/health` and `/v1/info` never wait.
+    pub max_concurrent_inferences: usize,
+    /// Candidates one request may ask for, summed over its inputs'
+    /// `num_outputs` (default 1024). More is answered `422` with a string
+    /// `detail` before the agent is called.
+    pub max_candidates: u64,
+    /// Time allowed for an inference, including the wait for a slot
+    /// (default: none). When it runs out the agent's work is dropped and the
+    /// client gets `503`.
+    pub inference_timeout: Option<Duration>,
+    /// After a shutdown signal, time given to in-flight requests before the
+    /// remaining connections are closed (default 30 s).
+    pub shutdown_grace: Duration,
+    /// A path prefix the endpoints live under, e.g. `/agent` serves
+    /// `/agent/health` (default: none). Useful behind a reverse proxy that
+    /// forwards the prefix instead of stripping it.
+    pub path_prefix: Option<String>,
+    /// Time a TLS client has to complete its handshake (default 10 s).
+    pub tls_handshake_timeout: Duration,
+    /// Serve HTTPS with this configuration (default: plain HTTP).
+    #[cfg(feature = "tls")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
+    pub tls: Option<crate::TlsConfig>,
+}
+
+impl Config {
+    /// Default [`max_body_bytes`](Config::max_body_bytes): 16 MiB.
+    pub const DEFAULT_MAX_BODY_BYTES: u64 = 16 * 1024 * 1024;
+    /// Default [`header_timeout`](Config::header_timeout): 30 s.
+    pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(30);
+    /// Default [`body_timeout`](Config::body_timeout): 60 s.
+    pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(60);
+    /// Default [`max_connections`](Config::max_connections): 512.
+    pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
+    /// Default [`max_concurrent_inferences`](Config::max_concurrent_inferences): 64.
+    pub const DEFAULT_MAX_CONCURRENT_INFERENCES: usize = 64;
+    /// Default [`max_candidates`](Config::max_candidates): 1024.
+    pub const DEFAULT_MAX_CANDIDATES: u64 = 1024;
+    /// Default [`shutdown_grace`](Config::shutdown_grace): 30 s.
+    pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
+    /// Default [`tls_handshake_timeout`](Config::tls_handshake_timeout): 10 s.
+    pub const DEFAULT_TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+    /// The prefix, normalized: `None` for no prefix, else `/a/b` with no
+    /// trailing slash.
+    pub(crate) fn normalized_prefix(&self) -> Option<String> {
+        let p = self.path_prefix.as_deref()?.trim_end_matches('/');
+        if p.is_empty() {
+            return None;
+        }
+        Some(if p.starts_with('/') {
+            p.to_owned()
+        } else {
+            format!("/{p}")
+        })
+    }
+
+    pub(crate) fn validate(&self) -> Result<(), Error> {
+        let bad = |what: &str| Err(Error::InvalidConfig(what.to_owned()));
+        if self.max_connections == 0 {
+            return bad("max_connections must be at least 1");
+        }
+        if self.max_concurrent_inferences == 0 {
+            return bad("max_concurrent_inferences must be at least 1");
+        }
+        if self.max_concurrent_inferences > tokio::sync::Semaphore::MAX_PERMITS
+            || self.max_connections > tokio::sync::Semaphore::MAX_PERMITS
+        {
+            return bad("max_connections and max_concurrent_inferences must be below 2^61");
+        }
+        if self.max_candidates == 0 {
+            return bad("max_candidates must be at least 1");
+        }
+        if self.header_timeout.is_zero()
+            || self.body_timeout.is_zero()
+            || self.tls_handshake_timeout.is_zero()
+            || self.inference_timeout.is_some_and(|t| t.is_zero())
+        {
+            return bad("timeouts must be longer than zero");
+        }
+        if let Some(p) = &self.path_prefix {
+            if p.contains(['?', '#']) || p.chars().any(char::is_whitespace) {
+                return bad("path_prefix must be a plain URL path such as /agent");
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            max_body_bytes: Config::DEFAULT_MAX_BODY_BYTES,
+            header_timeout: Config::DEFAULT_HEADER_TIMEOUT,
+            body_timeout: Config::DEFAULT_BODY_TIMEOUT,
+            max_connections: Config::DEFAULT_MAX_CONNECTIONS,
+            max_concurrent_inferences: Config::DEFAULT_MAX_CONCURRENT_INFERENCES,
+            max_candidates: Config::DEFAULT_MAX_CANDIDATES,
+            inference_timeout: None,
+            shutdown_grace: Config::DEFAULT_SHUTDOWN_GRACE,
+            path_prefix: None,
+            tls_handshake_timeout: Config::DEFAULT_TLS_HANDSHAKE_TIMEOUT,
+            #[cfg(feature = "tls")]
+            tls: None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefix_is_normalized() {
+        let mut c = Config::default();
+        for (given, want) in [
+            (None, None),
+            (Some("/"), None),
+            (Some(""), None),
+            (Some("/agent"), Some("/agent")),
+            (Some("/agent/"), Some("/agent")),
+            (Some("agent/v2/"), Some("/agent/v2")),
+        ] {
+            c.path_prefix = given.map(str::to_owned);
+            assert_eq!(c.normalized_prefix().as_deref(), want, "{given:?}");
+        }
+    }
+
+    #[test]
+    fn zero_limits_are_refused() {
+        let mut c = Config::default();
+        assert!(c.validate().is_ok());
+        c.max_connections = 0;
+        assert!(matches!(c.validate(), Err(Error::InvalidConfig(_))));
+        let c = Config {
+            inference_timeout: Some(Duration::ZERO),
+            ..Config::default()
+        };
+        assert!(c.validate().is_err());
+        let c = Config {
+            path_prefix: Some("/a?b".into()),
+            ..Config::default()
+        };
+        assert!(c.validate().is_err());
+    }
+}

@@ -1,0 +1,193 @@
+//! The deterministic demo agent the `magma-server` binary serves.
+
+use std::time::Duration;
+
+use magma_protocol::{
+    AgentDecision, AgentError, AgentInfo, AgentInput, Candidate, InstructionType, Json,
+    NonEmptyString, Object, ToolCall,
+};
+
+use crate::agent::{Agent, Rejection};
+
+/// A deterministic agent for trying clients, proxies and deployments without
+/// a model.
+///
+/// For each input, every candidate is the same:
+///
+/// - a `user` instruction is answered `say: "echo: <content>"`;
+/// - an `env` instruction, when the input has tools and
+///   `attributes.known_robots` is a non-empty list of names, is answered with
+///   a call of the first tool (its `name`, or `function.name` for
+///   OpenAI-shaped tools) on the first robot, with arguments `{}`; otherwise
+///   like a `user` instruction;
+/// - the memory returned is the input memory, every key kept exactly and in
+///   order, plus an integer `steps` counter (added as `1`, then incremented);
+/// - content `__error__` gives an `error` candidate (code `demo_error`)
+///   whose memory is the input memory unchanged;
+/// - `extra_keys.delay_ms` (an integer from 0 to
+///   [`MAX_DELAY_MS`](DemoAgent::MAX_DELAY_MS)) waits that long first, as a
+///   slow model would, without blocking a thread.
+///
+/// A `delay_ms` or `memory.steps` of the wrong type or range is rejected
+/// with `422 {"detail": "..."}`, which shows an agent-specific rejection.
+#[derive(Debug, Clone)]
+pub struct DemoAgent {
+    info: AgentInfo,
+}
+
+impl DemoAgent {
+    /// Longest accepted `extra_keys.delay_ms`: 60 000 ms.
+    pub const MAX_DELAY_MS: u64 = 60_000;
+
+    /// The demo agent, `agent_id` `magma-demo-agent`, `agent_version` this
+    /// crate's version.
+    pub fn new() -> Self {
+        DemoAgent {
+            info: AgentInfo::new("magma-demo-agent", env!("CARGO_PKG_VERSION")),
+        }
+    }
+}
+
+impl Default for DemoAgent {
+    fn default() -> Self {
+        DemoAgent::new()
+    }
+}
+
+impl Agent for DemoAgent {
+    fn info(&self) -> AgentInfo {
+        self.info.clone()
+    }
+
+    async fn respond(&self, input: &AgentInput) -> Result<Vec<Candidate>, Rejection> {
+        let delay = delay_ms(&input.extra_keys)?;
+        let steps = steps(&input.memory)?;
+        if delay > 0 {
+            tokio::time::sleep(Duration::from_millis(delay)).await;
+        }
+        let n = input.num_outputs.get();
+        let content = &input.instruction.content;
+        let candidate = if content == "__error__" {
+            let error = AgentError::new("demo_error", "the instruction asked for an error")
+                .with_component("demo");
+            Candidate::new(input.memory.clone(), error)
+        } else {
+            let mut memory = input.memory.clone();
+            memory.insert("steps", Json::from(steps + 1));
+            Candidate::new(memory, decide(input))
+        };
+        // `n` is at most the server's max_candidates.
+        Ok((0..n).map(|_| candidate.clone()).collect())
+    }
+}
+
+fn decide(input: &AgentInput) -> AgentDecision {
+    let echo = || AgentDecision::say(format!("echo: {}", input.instruction.content));
+    if input.instruction.kind != InstructionType::Env {
+        return echo();
+    }
+    let robot = input
+        .attributes
+        .get("known_robots")
+        .and_then(Json::as_array)
+        .and_then(|robots| robots.first())
+        .and_then(Json::as_str)
+        .and_then(NonEmptyString::new);
+    let tool = input.tools.first().and_then(tool_name);
+    match (tool, robot) {
+        (Some(name), Some(target_robot_name)) => AgentDecision::call(vec![ToolCall {
+            name,
+            arguments: Object::new(),
+            target_robot_name,
+        }]),
+        _ => echo(),
+    }
+}
+
+/// `name`, or `function.name` for `{"type": "function", "function": {...}}`.
+fn tool_name(tool: &Object) -> Option<NonEmptyString> {
+    let direct = tool.get("name").and_then(Json::as_str);
+    let nested = || {
+        tool.get("function")
+            .and_then(|f| f.get("name"))
+            .and_then(Json::as_str)
+    };
+    direct.or_else(nested).and_then(NonEmptyString::new)
+}
+
+fn delay_ms(extra_keys: &Object) -> Result<u64, Rejection> {
+    match extra_keys.get("delay_ms") {
+        None => Ok(0),
+        Some(v) => v
+            .as_number()
+            .and_then(|n| n.as_u64())
+            .filter(|d| *d <= DemoAgent::MAX_DELAY_MS)
+            .ok_or_else(|| {
+                Rejection::new(format!(
+                    "extra_keys.delay_ms must be an integer from 0 to {}",
+                    DemoAgent::MAX_DELAY_MS
+                ))
+            }),
+    }
+}
+
+fn steps(memory: &Object) -> Result<u64, Rejection> {
+    let bad = || Rejection::new("memory.steps must be a non-negative integer below 2^64 - 1");
+    match memory.get("steps") {
+        None => Ok(0),
+        Some(v) => v
+            .as_number()
+            .and_then(|n| n.as_u64())
+            .filter(|s| *s < u64::MAX)
+            .ok_or_else(bad),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use magma_protocol::{AgentInstruction, Outcome, json};
+
+    fn obj(v: Json) -> Object {
+        match v {
+            Json::Object(o) => o,
+            other => panic!("not an object: {other}"),
+        }
+    }
+
+    #[test]
+    fn tool_names_in_both_shapes() {
+        assert_eq!(tool_name(&obj(json!({"name": "press"}))).unwrap(), "press");
+        let openai = obj(json!({"type": "function", "function": {"name": "grab"}}));
+        assert_eq!(tool_name(&openai).unwrap(), "grab");
+        assert!(tool_name(&obj(json!({"name": ""}))).is_none());
+        assert!(tool_name(&obj(json!({"description": "x"}))).is_none());
+    }
+
+    #[tokio::test]
+    async fn env_without_robots_falls_back_to_echo() {
+        let mut input = AgentInput::new(0, AgentInstruction::env("{}"));
+        input.tools = vec![obj(json!({"name": "press"}))];
+        let out = DemoAgent::new().respond(&input).await.unwrap();
+        assert_eq!(
+            out[0].outcome,
+            Outcome::Completed(AgentDecision::say("echo: {}"))
+        );
+    }
+
+    #[test]
+    fn bad_delays_and_steps_are_rejected() {
+        assert_eq!(delay_ms(&obj(json!({}))).unwrap(), 0);
+        assert_eq!(delay_ms(&obj(json!({"delay_ms": 60000}))).unwrap(), 60_000);
+        for bad in [
+            json!({"delay_ms": 60001}),
+            json!({"delay_ms": (-1)}),
+            json!({"delay_ms": 1.5}),
+        ] {
+            assert!(delay_ms(&obj(bad)).is_err());
+        }
+        assert_eq!(steps(&obj(json!({"steps": 4}))).unwrap(), 4);
+        assert!(steps(&obj(json!({"steps": "4"}))).is_err());
+        assert!(steps(&obj(json!({"steps": 18446744073709551615u64}))).is_err());
+    }
+}

@@ -1,0 +1,473 @@
+//! Routing and the three endpoints: every answer is JSON, every failure has
+//! its status, and nothing the agent does can produce a malformed `200`.
+
+use std::convert::Infallible;
+use std::hash::{BuildHasher, RandomState};
+use std::net::SocketAddr;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::header::{ALLOW, CONNECTION, CONTENT_TYPE, HeaderValue};
+use http::{HeaderMap, Method, Request, Response, StatusCode, Version};
+use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
+use hyper::body::{Body, Incoming};
+use magma_protocol::{AgentHealth, AgentRequest, AgentResponse, json};
+use tokio::sync::Semaphore;
+
+use crate::agent::{Agent, Readiness};
+use crate::unwind::{CatchUnwind, panic_message};
+
+/// What every request handler shares.
+pub(crate) struct Shared<A> {
+    pub(crate) agent: A,
+    pub(crate) prefix: Option<String>,
+    pub(crate) max_body_bytes: u64,
+    pub(crate) body_timeout: Duration,
+    pub(crate) max_candidates: u64,
+    pub(crate) inference_timeout: Option<Duration>,
+    pub(crate) inferences: Semaphore,
+}
+
+/// An answer plus what the access log needs.
+struct Reply {
+    response: Response<Full<Bytes>>,
+    candidates: Option<usize>,
+    /// Close the connection after answering (HTTP/1 only): the request body
+    /// was not read to its end.
+    close: bool,
+}
+
+impl Reply {
+    fn new(response: Response<Full<Bytes>>) -> Reply {
+        Reply {
+            response,
+            candidates: None,
+            close: false,
+        }
+    }
+
+    fn closing(mut self) -> Reply {
+        self.close = true;
+        self
+    }
+}
+
+const JSON: HeaderValue = HeaderValue::from_static("application/json");
+const REQUEST_ID: &str = "x-request-id";
+/// Longest request id written to logs and headers; longer ones are cut.
+const MAX_LOGGED_ID: usize = 128;
+
+fn json_response(status: StatusCode, body: String) -> Response<Full<Bytes>> {
+    let mut r = Response::new(Full::new(Bytes::from(body)));
+    *r.status_mut() = status;
+    r.headers_mut().insert(CONTENT_TYPE, JSON);
+    r
+}
+
+/// `{"detail": "<message>"}` with `status`.
+fn detail(status: StatusCode, message: &str) -> Response<Full<Bytes>> {
+    json_response(status, json!({ "detail": message }).to_json_string())
+}
+
+/// Handles one request; never fails and never panics (agent panics become
+/// `500`). Writes the access log line.
+pub(crate) async fn handle<A: Agent>(
+    shared: std::sync::Arc<Shared<A>>,
+    req: Request<Incoming>,
+    peer: SocketAddr,
+) -> Result<Response<Full<Bytes>>, Infallible> {
+    let mut access = Access {
+        start: Instant::now(),
+        method: req.method().clone(),
+        path: req.uri().path().to_owned(),
+        version: req.version(),
+        peer,
+        request_id: OnceLock::new(),
+        answered: false,
+    };
+    let reply = match CatchUnwind::new(route(&shared, req, &access.request_id)).await {
+        Ok(reply) => reply,
+        Err(payload) => {
+            tracing::error!(
+                method = %access.method,
+                path = %access.path,
+                panic = panic_message(&*payload),
+                "agent code panicked outside an inference; answered 500"
+            );
+            Reply::new(internal_error())
+        }
+    };
+    Ok(access.finish(reply))
+}
+
+/// What the access log line says about a request. Dropped without
+/// [`finish`](Access::finish) (the client went away and hyper dropped the
+/// handler), it logs that instead.
+struct Access {
+    start: Instant,
+    method: Method,
+    path: String,
+    version: Version,
+    peer: SocketAddr,
+    /// The body's `request_id`, once parsed.
+    request_id: OnceLock<String>,
+    answered: bool,
+}
+
+impl Access {
+    fn finish(&mut self, reply: Reply) -> Response<Full<Bytes>> {
+        self.answered = true;
+        let Reply {
+            mut response,
+            candidates,
+            close,
+        } = reply;
+        let id = self.request_id.get_or_init(generated_id);
+        if let Ok(v) = HeaderValue::from_str(id) {
+            response.headers_mut().insert(REQUEST_ID, v);
+        }
+        if close && self.version <= Version::HTTP_11 {
+            response
+                .headers_mut()
+                .insert(CONNECTION, HeaderValue::from_static("close"));
+        }
+        tracing::info!(
+            target: "magma_server::access",
+            request_id = ?id,
+            method = %self.method,
+            path = %self.path,
+            version = ?self.version,
+            status = response.status().as_u16(),
+            latency_ms = %format_args!("{:.3}", self.start.elapsed().as_secs_f64() * 1000.0),
+            candidates,
+            peer = %self.peer,
+            "request"
+        );
+        response
+    }
+}
+
+impl Drop for Access {
+    fn drop(&mut self) {
+        if !self.answered {
+            let id = self.request_id.get_or_init(generated_id);
+            tracing::info!(
+                target: "magma_server::access",
+                request_id = ?id,
+                method = %self.method,
+                path = %self.path,
+                version = ?self.version,
+                latency_ms = %format_args!("{:.3}", self.start.elapsed().as_secs_f64() * 1000.0),
+                peer = %self.peer,
+                "request abandoned: the client closed the connection before the answer"
+            );
+        }
+    }
+}
+
+fn internal_error() -> Response<Full<Bytes>> {
+    detail(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "Internal Server Error: the agent failed unexpectedly; see the server log",
+    )
+}
+
+async fn route<A: Agent>(
+    shared: &Shared<A>,
+    req: Request<Incoming>,
+    request_id: &OnceLock<String>,
+) -> Reply {
+    let full = req.uri().path();
+    let path = match &shared.prefix {
+        None => Some(full),
+        Some(prefix) => full
+            .strip_prefix(prefix.as_str())
+            .filter(|rest| rest.starts_with('/')),
+    };
+    let allow = match path {
+        Some("/health") => "GET",
+        Some("/v1/info") => "GET",
+        Some("/v1/responses") => "POST",
+        _ => return Reply::new(detail(StatusCode::NOT_FOUND, "Not Found")),
+    };
+    match (path, req.method()) {
+        (Some("/health"), &Method::GET) => Reply::new(health(&shared.agent)),
+        (Some("/v1/info"), &Method::GET) => Reply::new(json_response(
+            StatusCode::OK,
+            shared.agent.info().to_json_string(),
+        )),
+        (Some("/v1/responses"), &Method::POST) => responses(shared, req, request_id).await,
+        _ => {
+            let mut r = detail(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed");
+            r.headers_mut()
+                .insert(ALLOW, HeaderValue::from_static(allow));
+            Reply::new(r)
+        }
+    }
+}
+
+fn health<A: Agent>(agent: &A) -> Response<Full<Bytes>> {
+    match agent.readiness() {
+        Readiness::Ready => json_response(StatusCode::OK, AgentHealth.to_json_string()),
+        Readiness::NotReady(reason) => detail(StatusCode::SERVICE_UNAVAILABLE, &reason),
+    }
+}
+
+/// `application/json` or `application/<anything>+json`, parameters allowed,
+/// as FastAPI decides; a missing or empty header counts as JSON.
+pub(crate) fn content_type_is_json(headers: &HeaderMap) -> bool {
+    let Some(value) = headers.get(CONTENT_TYPE) else {
+        return true;
+    };
+    let Ok(value) = value.to_str() else {
+        return false;
+    };
+    let essence = value
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    if essence.is_empty() {
+        return true;
+    }
+    match essence.split_once('/') {
+        Some(("application", sub)) => sub == "json" || sub.ends_with("+json"),
+        _ => false,
+    }
+}
+
+enum BodyError {
+    TooLarge,
+    TimedOut,
+    Read,
+}
+
+async fn read_body(body: Incoming, limit: u64, timeout: Duration) -> Result<Bytes, BodyError> {
+    let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+    match tokio::time::timeout(timeout, Limited::new(body, limit).collect()).await {
+        Err(_) => Err(BodyError::TimedOut),
+        Ok(Err(e)) if e.downcast_ref::<LengthLimitError>().is_some() => Err(BodyError::TooLarge),
+        Ok(Err(_)) => Err(BodyError::Read),
+        Ok(Ok(collected)) => Ok(collected.to_bytes()),
+    }
+}
+
+fn too_large(limit: u64) -> Reply {
+    Reply::new(detail(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        &format!("Request body is larger than the server's limit of {limit} bytes"),
+    ))
+    .closing()
+}
+
+/// FastAPI's answer to an empty body: the body is a required field.
+fn missing_body() -> Response<Full<Bytes>> {
+    let body = json!({"detail": [{
+        "type": "missing",
+        "loc": ["body"],
+        "msg": "Field required",
+        "input": null
+    }]});
+    json_response(StatusCode::UNPROCESSABLE_ENTITY, body.to_json_string())
+}
+
+async fn responses<A: Agent>(
+    shared: &Shared<A>,
+    req: Request<Incoming>,
+    request_id: &OnceLock<String>,
+) -> Reply {
+    if !content_type_is_json(req.headers()) {
+        return Reply::new(detail(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "Unsupported Media Type: the body must be application/json",
+        ))
+        .closing();
+    }
+    let limit = shared.max_body_bytes;
+    if req.body().size_hint().lower() > limit {
+        return too_large(limit);
+    }
+    let bytes = match read_body(req.into_body(), limit, shared.body_timeout).await {
+        Ok(bytes) => bytes,
+        Err(BodyError::TooLarge) => return too_large(limit),
+        Err(BodyError::TimedOut) => {
+            return Reply::new(detail(
+                StatusCode::REQUEST_TIMEOUT,
+                "Request Timeout: the request body did not arrive in time",
+            ))
+            .closing();
+        }
+        Err(BodyError::Read) => {
+            return Reply::new(detail(
+                StatusCode::BAD_REQUEST,
+                "Bad Request: the request body could not be read",
+            ))
+            .closing();
+        }
+    };
+    if bytes.is_empty() {
+        return Reply::new(missing_body());
+    }
+    let request = match AgentRequest::from_slice(&bytes) {
+        Ok(request) => request,
+        Err(e) => {
+            tracing::debug!(error = %e, "invalid AgentRequest; answered 422");
+            let body = e.to_fastapi_body().to_json_string();
+            return Reply::new(json_response(StatusCode::UNPROCESSABLE_ENTITY, body));
+        }
+    };
+    drop(bytes);
+    let id = truncate(request.request_id().to_owned());
+    let _ = request_id.set(id.clone());
+    let wanted = request.expected_candidates();
+    if wanted > u128::from(shared.max_candidates) {
+        let msg = format!(
+            "The request asks for {wanted} candidates in total (the sum of num_outputs); \
+             this server answers at most {} per request",
+            shared.max_candidates
+        );
+        return Reply::new(detail(StatusCode::UNPROCESSABLE_ENTITY, &msg));
+    }
+    if let Readiness::NotReady(reason) = shared.agent.readiness() {
+        return Reply::new(detail(StatusCode::SERVICE_UNAVAILABLE, &reason));
+    }
+    if request.inputs().is_empty() {
+        // Nothing to ask the agent: a batch model may not expect empty batches.
+        return Reply {
+            candidates: Some(0),
+            ..Reply::new(json_response(StatusCode::OK, "[]".into()))
+        };
+    }
+    tracing::debug!(
+        request_id = ?id,
+        inputs = request.inputs().len(),
+        candidates = wanted as u64,
+        "inference started"
+    );
+    let inference = async {
+        // The semaphore lives as long as `shared` and is never closed.
+        let _slot = shared.inferences.acquire().await;
+        CatchUnwind::new(shared.agent.respond_batch(&request)).await
+    };
+    let outcome = match shared.inference_timeout {
+        None => inference.await,
+        Some(limit) => match tokio::time::timeout(limit, inference).await {
+            Ok(outcome) => outcome,
+            Err(_) => {
+                tracing::warn!(request_id = ?id, "inference timed out; answered 503");
+                let msg = format!(
+                    "Service Unavailable: the inference did not finish within {} s",
+                    limit.as_secs_f64()
+                );
+                return Reply::new(detail(StatusCode::SERVICE_UNAVAILABLE, &msg));
+            }
+        },
+    };
+    let per_input = match outcome {
+        Ok(Ok(per_input)) => per_input,
+        Ok(Err(rejection)) => {
+            return Reply::new(detail(StatusCode::UNPROCESSABLE_ENTITY, rejection.detail()));
+        }
+        Err(payload) => {
+            tracing::error!(
+                request_id = ?id,
+                panic = panic_message(&*payload),
+                "the agent panicked during an inference; answered 500"
+            );
+            return Reply::new(internal_error());
+        }
+    };
+    match AgentResponse::assemble(&request, per_input) {
+        Ok(response) => {
+            let n = response.len();
+            let body = response.to_json_string();
+            Reply {
+                candidates: Some(n),
+                ..Reply::new(json_response(StatusCode::OK, body))
+            }
+        }
+        Err(e) => {
+            tracing::error!(
+                request_id = ?id,
+                error = %e,
+                "the agent returned the wrong number of candidates; answered 500"
+            );
+            let msg = format!(
+                "Internal Server Error: the agent returned the wrong number of candidates ({e})"
+            );
+            Reply::new(detail(StatusCode::INTERNAL_SERVER_ERROR, &msg))
+        }
+    }
+}
+
+/// Cuts an id to [`MAX_LOGGED_ID`] characters.
+fn truncate(mut id: String) -> String {
+    if let Some((cut, _)) = id.char_indices().nth(MAX_LOGGED_ID) {
+        id.truncate(cut);
+    }
+    id
+}
+
+/// `srv-<process seed>-<counter>`, unique within the process and unlikely to
+/// repeat across processes.
+fn generated_id() -> String {
+    static SEED: OnceLock<u64> = OnceLock::new();
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let seed = *SEED.get_or_init(|| RandomState::new().hash_one(std::process::id()));
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    format!("srv-{:08x}-{n}", seed as u32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(ct: Option<&str>) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        if let Some(ct) = ct {
+            h.insert(CONTENT_TYPE, HeaderValue::from_str(ct).unwrap());
+        }
+        h
+    }
+
+    #[test]
+    fn json_content_types_are_recognized_as_fastapi_does() {
+        for ok in [
+            None,
+            Some(""),
+            Some("application/json"),
+            Some("Application/JSON"),
+            Some("application/json; charset=utf-8"),
+            Some("application/vnd.magma+json"),
+            Some("application/problem+json;charset=UTF-8"),
+        ] {
+            assert!(content_type_is_json(&headers(ok)), "{ok:?}");
+        }
+        for bad in [
+            "text/plain",
+            "text/json",
+            "application/x-www-form-urlencoded",
+            "multipart/form-data; boundary=x",
+            "application/jsonx",
+            "json",
+        ] {
+            assert!(!content_type_is_json(&headers(Some(bad))), "{bad}");
+        }
+    }
+
+    #[test]
+    fn ids_are_cut_on_a_character_boundary() {
+        let long = "é".repeat(300);
+        let cut = truncate(long);
+        assert_eq!(cut.chars().count(), MAX_LOGGED_ID);
+        assert_eq!(truncate("abc".into()), "abc");
+    }
+
+    #[test]
+    fn generated_ids_differ() {
+        assert_ne!(generated_id(), generated_id());
+    }
+}

@@ -1,0 +1,41 @@
+// The README's example runs an agent with `cli::run`; without that feature
+// the crate documentation is the summary below.
+#![cfg_attr(feature = "cli", doc = include_str!("../README.md"))]
+#![cfg_attr(
+    not(feature = "cli"),
+    doc = "A server for MAGMA agents (Agent HTTP Contract, protocol 2.0): implement [`Agent`], \
+           then [`Server::bind`] and [`Server::serve`]."
+)]
+#![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+mod agent;
+mod config;
+pub mod demo;
+mod error;
+mod handler;
+mod server;
+mod unwind;
+
+#[cfg(feature = "cli")]
+#[cfg_attr(docsrs, doc(cfg(feature = "cli")))]
+pub mod cli;
+
+#[cfg(feature = "tls")]
+mod tls;
+
+pub use agent::{Agent, Readiness, ReadyFlag, Rejection};
+pub use config::Config;
+pub use error::Error;
+pub use server::Server;
+#[cfg(feature = "tls")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
+pub use tls::{SelfSignedFiles, TlsConfig, TlsError};
+
+/// The wire types, re-exported so that an agent needs only this crate.
+pub use magma_protocol;
+pub use magma_protocol::{
+    AgentDecision, AgentError, AgentInfo, AgentInput, AgentOutput, AgentRequest, AgentResponse,
+    Candidate, CandidateStatus, InstructionType, Json, NonEmptyString, Object, Outcome, ToolCall,
+    json,
+};

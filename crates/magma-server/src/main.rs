@@ -1,0 +1,24 @@
+//! `magma-server`: serves the bundled deterministic demo agent.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use magma_server::cli::{ServerArgs, run_with};
+use magma_server::demo::DemoAgent;
+
+/// Serves the bundled deterministic demo agent (MAGMA Agent HTTP Contract, protocol 2.0).
+///
+/// `user` instructions are echoed; `env` instructions with tools and
+/// `attributes.known_robots` call the first tool on the first robot; memory comes back with
+/// every key kept plus a `steps` counter; content `__error__` gives an error candidate;
+/// `extra_keys.delay_ms` (0 to 60000) imitates model latency.
+#[derive(Debug, Parser)]
+#[command(name = "magma-server", version, after_help = magma_server::cli::AFTER_HELP)]
+struct Cli {
+    #[command(flatten)]
+    server: ServerArgs,
+}
+
+fn main() -> ExitCode {
+    run_with(DemoAgent::new(), Cli::parse().server)
+}

@@ -1,0 +1,343 @@
+//! Listening, connections and graceful shutdown.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, watch};
+use tokio::task::JoinSet;
+
+use crate::agent::Agent;
+use crate::config::Config;
+use crate::error::Error;
+use crate::handler::{Shared, handle};
+
+/// HTTP/2 keep-alive ping interval, and how long to wait for the answer.
+const H2_KEEP_ALIVE: Duration = Duration::from_secs(20);
+/// Pause after an accept error that is not about one connection (e.g. out
+/// of file descriptors), so the loop does not spin.
+const ACCEPT_BACKOFF: Duration = Duration::from_secs(1);
+
+/// A bound listening socket, ready to serve an [`Agent`].
+///
+/// ```no_run
+/// # async fn run(agent: impl magma_server::Agent) -> Result<(), magma_server::Error> {
+/// let server = magma_server::Server::bind("127.0.0.1:8080", Default::default()).await?;
+/// println!("listening on {}", server.local_addr());
+/// // Serve until the future completes; here: forever.
+/// server.serve(agent, std::future::pending()).await;
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct Server {
+    listener: TcpListener,
+    local_addr: SocketAddr,
+    config: Config,
+}
+
+impl Server {
+    /// Checks `config` and listens on `addr` (`host:port`; port `0` picks a
+    /// free port, see [`local_addr`](Server::local_addr)). Tries every
+    /// address the host resolves to, in order.
+    pub async fn bind(addr: &str, config: Config) -> Result<Server, Error> {
+        config.validate()?;
+        let addrs: Vec<SocketAddr> = tokio::net::lookup_host(addr)
+            .await
+            .map_err(|source| Error::Bind {
+                addr: addr.to_owned(),
+                source,
+            })?
+            .collect();
+        let mut last_err = None;
+        for a in &addrs {
+            match TcpListener::bind(a).await {
+                Ok(listener) => return Server::new(listener, config),
+                Err(e) => last_err = Some(Error::bind(a, e)),
+            }
+        }
+        Err(last_err.unwrap_or_else(|| Error::NoAddress(addr.to_owned())))
+    }
+
+    /// Serves on a socket that is already listening (socket activation,
+    /// tests). Must be called within a Tokio runtime.
+    pub fn from_listener(listener: std::net::TcpListener, config: Config) -> Result<Server, Error> {
+        config.validate()?;
+        listener.set_nonblocking(true).map_err(Error::Listener)?;
+        let listener = TcpListener::from_std(listener).map_err(Error::Listener)?;
+        Server::new(listener, config)
+    }
+
+    fn new(listener: TcpListener, config: Config) -> Result<Server, Error> {
+        let local_addr = listener.local_addr().map_err(Error::Listener)?;
+        Ok(Server {
+            listener,
+            local_addr,
+            config,
+        })
+    }
+
+    /// The address the server listens on (with the real port when bound to
+    /// port `0`).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// `true` if the server speaks HTTPS.
+    pub fn is_tls(&self) -> bool {
+        is_tls(&self.config)
+    }
+
+    /// Serves `agent` until `shutdown` completes, then shuts down gracefully:
+    /// stops accepting (new connections are refused), lets in-flight requests
+    /// finish and closes idle connections, and returns once every connection
+    /// is closed or [`Config::shutdown_grace`] has passed (the remaining
+    /// connections are then cut).
+    ///
+    /// Pass [`std::future::pending`] to serve forever.
+    pub async fn serve<A: Agent>(self, agent: A, shutdown: impl Future<Output = ()>) {
+        let Server {
+            listener,
+            local_addr,
+            config,
+        } = self;
+        #[cfg(feature = "tls")]
+        let tls = config
+            .tls
+            .as_ref()
+            .map(|t| tokio_rustls::TlsAcceptor::from(t.rustls_config()));
+        let shared = Arc::new(Shared {
+            agent,
+            prefix: config.normalized_prefix(),
+            max_body_bytes: config.max_body_bytes,
+            body_timeout: config.body_timeout,
+            max_candidates: config.max_candidates,
+            inference_timeout: config.inference_timeout,
+            inferences: Semaphore::new(config.max_concurrent_inferences),
+        });
+        let builder = Arc::new(http_builder(&config));
+        let connections = Arc::new(Semaphore::new(config.max_connections));
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let mut tasks = JoinSet::new();
+        let scheme = if is_tls(&config) { "https" } else { "http" };
+        tracing::info!(
+            max_body_bytes = config.max_body_bytes,
+            max_connections = config.max_connections,
+            max_concurrent_inferences = config.max_concurrent_inferences,
+            "magma-server listening on {scheme}://{local_addr}"
+        );
+        tokio::pin!(shutdown);
+
+        'accept: loop {
+            // Reap finished connection tasks (their resources are already
+            // released; this keeps the set small).
+            while let Some(done) = tasks.try_join_next() {
+                log_task_end(done);
+            }
+            let permit = tokio::select! {
+                () = &mut shutdown => break 'accept,
+                permit = Arc::clone(&connections).acquire_owned() => match permit {
+                    Ok(permit) => permit,
+                    Err(_) => break 'accept, // never closed
+                },
+            };
+            let (stream, peer) = tokio::select! {
+                () = &mut shutdown => break 'accept,
+                accepted = listener.accept() => match accepted {
+                    Ok(accepted) => accepted,
+                    Err(e) if is_per_connection(&e) => continue 'accept,
+                    Err(e) => {
+                        tracing::error!(error = %e, "accept failed; retrying in 1 s");
+                        tokio::select! {
+                            () = &mut shutdown => break 'accept,
+                            () = tokio::time::sleep(ACCEPT_BACKOFF) => continue 'accept,
+                        }
+                    }
+                },
+            };
+            let _ = stream.set_nodelay(true);
+            let conn = Conn {
+                shared: Arc::clone(&shared),
+                builder: Arc::clone(&builder),
+                peer,
+                header_timeout: config.header_timeout,
+                stop: stop_rx.clone(),
+                _permit: permit,
+            };
+            #[cfg(feature = "tls")]
+            if let Some(acceptor) = &tls {
+                let acceptor = acceptor.clone();
+                let timeout = config.tls_handshake_timeout;
+                tasks.spawn(conn.serve_tls(acceptor, stream, timeout));
+                continue 'accept;
+            }
+            tasks.spawn(conn.serve(stream));
+        }
+
+        drop(listener);
+        let _ = stop_tx.send(true);
+        while let Some(done) = tasks.try_join_next() {
+            log_task_end(done);
+        }
+        let open = tasks.len();
+        tracing::info!(
+            open_connections = open,
+            "shutting down: no longer accepting connections"
+        );
+        let drained = tokio::time::timeout(config.shutdown_grace, async {
+            while let Some(done) = tasks.join_next().await {
+                log_task_end(done);
+            }
+        })
+        .await;
+        if drained.is_err() {
+            tracing::warn!(
+                open_connections = tasks.len(),
+                grace_secs = config.shutdown_grace.as_secs_f64(),
+                "shutdown grace period over; closing the remaining connections"
+            );
+            tasks.shutdown().await;
+        }
+        tracing::info!("shut down");
+    }
+}
+
+fn is_tls(config: &Config) -> bool {
+    #[cfg(feature = "tls")]
+    {
+        config.tls.is_some()
+    }
+    #[cfg(not(feature = "tls"))]
+    {
+        let _ = config;
+        false
+    }
+}
+
+fn http_builder(config: &Config) -> auto::Builder<TokioExecutor> {
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(config.header_timeout)
+        .keep_alive(true);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .keep_alive_interval(H2_KEEP_ALIVE)
+        .keep_alive_timeout(H2_KEEP_ALIVE);
+    builder
+}
+
+fn is_per_connection(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind::{ConnectionAborted, ConnectionRefused, ConnectionReset};
+    matches!(
+        e.kind(),
+        ConnectionAborted | ConnectionRefused | ConnectionReset
+    )
+}
+
+fn log_task_end(done: Result<(), tokio::task::JoinError>) {
+    if let Err(e) = done {
+        if e.is_panic() {
+            tracing::error!(error = %e, "a connection task panicked");
+        }
+    }
+}
+
+/// One accepted connection and what serving it needs.
+struct Conn<A> {
+    shared: Arc<Shared<A>>,
+    builder: Arc<auto::Builder<TokioExecutor>>,
+    peer: SocketAddr,
+    header_timeout: Duration,
+    stop: watch::Receiver<bool>,
+    /// Held until the connection closes: counts it against
+    /// `max_connections`.
+    _permit: OwnedSemaphorePermit,
+}
+
+impl<A: Agent> Conn<A> {
+    #[cfg(feature = "tls")]
+    async fn serve_tls(
+        mut self,
+        acceptor: tokio_rustls::TlsAcceptor,
+        stream: TcpStream,
+        timeout: Duration,
+    ) {
+        let handshake = tokio::time::timeout(timeout, acceptor.accept(stream));
+        let tls = tokio::select! {
+            result = handshake => match result {
+                Ok(Ok(tls)) => tls,
+                Ok(Err(e)) => {
+                    tracing::debug!(peer = %self.peer, error = %e, "TLS handshake failed");
+                    return;
+                }
+                Err(_) => {
+                    tracing::debug!(peer = %self.peer, "TLS handshake timed out");
+                    return;
+                }
+            },
+            _ = self.stop.wait_for(|stop| *stop) => return,
+        };
+        self.serve_io(tls).await;
+    }
+
+    async fn serve(self, stream: TcpStream) {
+        self.serve_io(stream).await;
+    }
+
+    async fn serve_io<I>(self, io: I)
+    where
+        I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let Conn {
+            shared,
+            builder,
+            peer,
+            header_timeout,
+            mut stop,
+            _permit,
+        } = self;
+        let first_request = Arc::new(Notify::new());
+        let service = {
+            let first_request = Arc::clone(&first_request);
+            hyper::service::service_fn(move |req| {
+                first_request.notify_one();
+                handle(Arc::clone(&shared), req, peer)
+            })
+        };
+        let conn = builder.serve_connection(TokioIo::new(io), service);
+        tokio::pin!(conn);
+        // hyper times out HTTP/1 request heads itself, but not the wait for
+        // the first bytes (protocol detection) nor an HTTP/2 preface: this
+        // covers both until the first request arrives.
+        let first_deadline = tokio::time::sleep(header_timeout);
+        tokio::pin!(first_deadline);
+        let mut first_seen = false;
+        let mut stopping = false;
+        loop {
+            tokio::select! {
+                result = conn.as_mut() => {
+                    if let Err(e) = result {
+                        tracing::debug!(peer = %peer, error = %e, "connection closed with an error");
+                    }
+                    return;
+                }
+                () = &mut first_deadline, if !first_seen => {
+                    tracing::debug!(peer = %peer, "no request within the header timeout; closing");
+                    return;
+                }
+                () = first_request.notified(), if !first_seen => first_seen = true,
+                _ = stop.wait_for(|stop| *stop), if !stopping => {
+                    stopping = true;
+                    conn.as_mut().graceful_shutdown();
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,16 @@
+//! Integration tests: a real hyper server on 127.0.0.1 port 0, real clients.
+
+mod support;
+
+mod demo;
+mod faults;
+mod http_table;
+mod limits;
+mod memory;
+mod protocols;
+mod shutdown;
+
+#[cfg(feature = "cli")]
+mod binary;
+#[cfg(feature = "tls")]
+mod tls;
