@@ -1,0 +1,374 @@
+//! The client's error: what failed ([`ErrorKind`]) and on which call.
+
+use std::error::Error as StdError;
+use std::fmt;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderMap, Method, StatusCode};
+use magma_protocol::{CandidateMismatch, IncompatibleAgent, Json};
+
+pub(crate) type BoxError = Box<dyn StdError + Send + Sync + 'static>;
+
+/// Why a call failed. Every variant names one thing a tool author can act
+/// on; see `docs/client.md` for what to do with each.
+///
+/// New variants may be added; match with a wildcard arm.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// Nothing accepts connections at the agent's address (the agent is not
+    /// started yet, or the port is wrong).
+    ConnectionRefused,
+    /// The connection could not be made for another reason: the host name
+    /// does not resolve, the network is unreachable, the connection was
+    /// reset during set-up.
+    Connect,
+    /// Connecting (name resolution, TCP and, for `https`, the TLS handshake)
+    /// took longer than the connect timeout.
+    ConnectTimeout(Duration),
+    /// The whole call (connecting, sending, waiting for the agent, reading
+    /// the body) took longer than the request timeout. The agent may still
+    /// be working on it.
+    Timeout(Duration),
+    /// The TLS handshake failed. The text says why in plain words (an
+    /// untrusted or mismatched server certificate, a client certificate the
+    /// server requires or refuses, a server that does not speak TLS).
+    Tls(String),
+    /// The agent answered `503 Service Unavailable`: it is up but not ready
+    /// (models still loading). Waiting helps; see
+    /// [`Client::wait_ready`](crate::Client::wait_ready).
+    NotReady(HttpStatus),
+    /// The agent answered with another non-2xx status. For a `422` the
+    /// decoded `detail` says what the agent refused.
+    Status(HttpStatus),
+    /// The agent answered 2xx, but the body is not a valid document of the
+    /// contract. The error lists every problem with its location
+    /// (`[0].source_id`).
+    InvalidBody(magma_protocol::Error),
+    /// The response is valid but its candidates do not match the request:
+    /// wrong order, wrong count or wrong `request_id`.
+    CandidateMismatch(CandidateMismatch),
+    /// `/v1/info` is valid but the agent is not one BENCH would run: protocol
+    /// not `2.0`, or `capabilities.inference` not `true`.
+    Incompatible(IncompatibleAgent),
+    /// The response body is larger than the configured limit; the rest was
+    /// not read.
+    BodyTooLarge {
+        /// The limit in bytes.
+        limit: u64,
+    },
+    /// The connection failed after it was made: closed before the response
+    /// was complete, reset, or not speaking HTTP/1.1. Not retried.
+    Transport,
+    /// A blocking method was called from inside an async runtime (a tokio
+    /// task or `block_on`, including `spawn_blocking` threads, which carry
+    /// the runtime's context). Nothing was sent. Call the client from a
+    /// plain thread instead.
+    InsideAsyncRuntime,
+    /// The client cannot be built or the call cannot be made as asked: a bad
+    /// URL, an unreadable CA file, `https` without the `tls` feature, an
+    /// invalid header.
+    Config(String),
+    /// The client's runtime thread is gone (it panicked). Build a new client.
+    RuntimeGone,
+}
+
+impl fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ErrorKind::ConnectionRefused => {
+                f.write_str("connection refused (is the agent running?)")
+            }
+            ErrorKind::Connect => f.write_str("could not connect"),
+            ErrorKind::ConnectTimeout(d) => {
+                write!(f, "connect timeout: no connection within {}", secs(*d))
+            }
+            ErrorKind::Timeout(d) => {
+                write!(f, "timeout: the call did not complete within {}", secs(*d))
+            }
+            ErrorKind::Tls(why) => write!(f, "TLS failure: {why}"),
+            ErrorKind::NotReady(s) => write!(f, "agent not ready: {s}"),
+            ErrorKind::Status(s) => write!(f, "{s}"),
+            ErrorKind::InvalidBody(e) => write!(f, "invalid response body: {e}"),
+            ErrorKind::CandidateMismatch(m) => write!(f, "{m}"),
+            ErrorKind::Incompatible(e) => write!(f, "incompatible agent: {e}"),
+            ErrorKind::BodyTooLarge { limit } => {
+                write!(f, "response body larger than the limit of {limit} bytes")
+            }
+            ErrorKind::Transport => f.write_str("connection failed during the exchange"),
+            ErrorKind::InsideAsyncRuntime => f.write_str(
+                "blocking client called from inside an async runtime; \
+                 call it from a plain thread (std::thread::spawn)",
+            ),
+            ErrorKind::Config(why) => write!(f, "invalid client configuration: {why}"),
+            ErrorKind::RuntimeGone => f.write_str("the client's runtime thread stopped"),
+        }
+    }
+}
+
+fn secs(d: Duration) -> String {
+    format!("{}s", d.as_secs_f64())
+}
+
+/// A non-2xx answer: status, headers, the raw body and its decoded `detail`.
+///
+/// FastAPI agents answer errors with `{"detail": ...}`: a string for
+/// agent-specific refusals (`{"detail":"Models are not ready"}`), a list of
+/// `{"type","loc","msg","input"}` entries for invalid requests (422).
+#[derive(Debug, Clone)]
+pub struct HttpStatus {
+    status: StatusCode,
+    headers: HeaderMap,
+    body: Bytes,
+    detail: Option<Json>,
+}
+
+impl HttpStatus {
+    pub(crate) fn new(status: StatusCode, headers: HeaderMap, body: Bytes) -> Self {
+        let detail = Json::from_slice(&body)
+            .ok()
+            .and_then(|v| v.as_object().and_then(|o| o.get("detail").cloned()));
+        HttpStatus {
+            status,
+            headers,
+            body,
+            detail,
+        }
+    }
+
+    /// The status code.
+    pub fn status(&self) -> StatusCode {
+        self.status
+    }
+
+    /// `true` for `503 Service Unavailable`, the reference agents' "models
+    /// are not ready".
+    pub fn is_not_ready(&self) -> bool {
+        self.status == StatusCode::SERVICE_UNAVAILABLE
+    }
+
+    /// The response headers.
+    pub fn headers(&self) -> &HeaderMap {
+        &self.headers
+    }
+
+    /// The raw body, as received (up to the size limit).
+    pub fn body(&self) -> &[u8] {
+        &self.body
+    }
+
+    /// The `detail` member of a JSON object body, if there is one.
+    pub fn detail(&self) -> Option<&Json> {
+        self.detail.as_ref()
+    }
+
+    /// `detail` in words: a string detail as is; a FastAPI validation list
+    /// as `loc: msg` entries joined by `"; "` (`body.inputs.0.id: Input
+    /// should be a valid integer`); any other detail as compact JSON.
+    pub fn detail_message(&self) -> Option<String> {
+        let detail = self.detail.as_ref()?;
+        Some(match detail {
+            Json::String(s) => s.clone(),
+            Json::Array(items) => items
+                .iter()
+                .map(describe_entry)
+                .collect::<Vec<_>>()
+                .join("; "),
+            other => other.to_json_string(),
+        })
+    }
+}
+
+fn describe_entry(entry: &Json) -> String {
+    let loc = entry.get("loc").and_then(Json::as_array).map(|segs| {
+        segs.iter()
+            .map(|s| match s {
+                Json::String(k) => k.clone(),
+                other => other.to_json_string(),
+            })
+            .collect::<Vec<_>>()
+            .join(".")
+    });
+    match (loc, entry.get("msg").and_then(Json::as_str)) {
+        (Some(loc), Some(msg)) => format!("{loc}: {msg}"),
+        (None, Some(msg)) => msg.to_owned(),
+        _ => entry.to_json_string(),
+    }
+}
+
+impl fmt::Display for HttpStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "HTTP {}", self.status)?;
+        if let Some(d) = self.detail_message() {
+            return write!(f, ": {d}");
+        }
+        if !self.body.is_empty() {
+            let text = String::from_utf8_lossy(&self.body);
+            let text = text.trim();
+            let short: String = text.chars().take(200).collect();
+            let more = if short.len() < text.len() { "..." } else { "" };
+            write!(f, ": {short}{more}")?;
+        }
+        Ok(())
+    }
+}
+
+/// A failed call: the [`ErrorKind`], and the method and URL it was made on.
+///
+/// `Display` reads `GET http://host:8888/health: connection refused (is the
+/// agent running?)`; the underlying I/O, hyper or rustls error, if any, is
+/// the [`source`](std::error::Error::source).
+pub struct Error {
+    inner: Box<Inner>,
+}
+
+struct Inner {
+    kind: ErrorKind,
+    method: Option<Method>,
+    url: Option<String>,
+    source: Option<BoxError>,
+}
+
+impl Error {
+    pub(crate) fn new(kind: ErrorKind) -> Self {
+        Error {
+            inner: Box::new(Inner {
+                kind,
+                method: None,
+                url: None,
+                source: None,
+            }),
+        }
+    }
+
+    pub(crate) fn config(why: impl Into<String>) -> Self {
+        Error::new(ErrorKind::Config(why.into()))
+    }
+
+    pub(crate) fn with_source(mut self, source: impl Into<BoxError>) -> Self {
+        self.inner.source = Some(source.into());
+        self
+    }
+
+    pub(crate) fn at(mut self, method: &Method, url: &str) -> Self {
+        self.inner.method = Some(method.clone());
+        self.inner.url = Some(url.to_owned());
+        self
+    }
+
+    /// What went wrong.
+    pub fn kind(&self) -> &ErrorKind {
+        &self.inner.kind
+    }
+
+    /// What went wrong, owned.
+    pub fn into_kind(self) -> ErrorKind {
+        self.inner.kind
+    }
+
+    /// The full URL of the call, if the error belongs to one.
+    pub fn url(&self) -> Option<&str> {
+        self.inner.url.as_deref()
+    }
+
+    /// The HTTP method of the call, if the error belongs to one.
+    pub fn method(&self) -> Option<&Method> {
+        self.inner.method.as_ref()
+    }
+
+    /// The non-2xx answer, for [`ErrorKind::NotReady`] and
+    /// [`ErrorKind::Status`].
+    pub fn http_status(&self) -> Option<&HttpStatus> {
+        match &self.inner.kind {
+            ErrorKind::NotReady(s) | ErrorKind::Status(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// `true` if the agent said `503`: up, but not ready.
+    pub fn is_not_ready(&self) -> bool {
+        matches!(self.inner.kind, ErrorKind::NotReady(_))
+    }
+
+    /// `true` for both timeouts (connect and whole call).
+    pub fn is_timeout(&self) -> bool {
+        matches!(
+            self.inner.kind,
+            ErrorKind::Timeout(_) | ErrorKind::ConnectTimeout(_)
+        )
+    }
+
+    /// `true` if no connection could be made (refused, failed or timed out
+    /// while connecting; TLS failures are separate).
+    pub fn is_connect(&self) -> bool {
+        matches!(
+            self.inner.kind,
+            ErrorKind::ConnectionRefused | ErrorKind::Connect | ErrorKind::ConnectTimeout(_)
+        )
+    }
+
+    /// `true` if waiting may help: the agent is starting (refused, not ready,
+    /// a gateway in front of it answering 502/504) or did not answer in
+    /// time. [`Client::wait_ready`](crate::Client::wait_ready) keeps polling
+    /// on exactly these.
+    pub fn is_transient(&self) -> bool {
+        match &self.inner.kind {
+            ErrorKind::ConnectionRefused
+            | ErrorKind::Connect
+            | ErrorKind::ConnectTimeout(_)
+            | ErrorKind::Timeout(_)
+            | ErrorKind::Transport
+            | ErrorKind::NotReady(_) => true,
+            ErrorKind::Status(s) => {
+                matches!(
+                    s.status(),
+                    StatusCode::BAD_GATEWAY | StatusCode::GATEWAY_TIMEOUT
+                )
+            }
+            _ => false,
+        }
+    }
+}
+
+impl fmt::Debug for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut d = f.debug_struct("Error");
+        d.field("kind", &self.inner.kind);
+        if let Some(m) = &self.inner.method {
+            d.field("method", m);
+        }
+        if let Some(u) = &self.inner.url {
+            d.field("url", u);
+        }
+        if let Some(s) = &self.inner.source {
+            d.field("source", s);
+        }
+        d.finish()
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (&self.inner.method, &self.inner.url) {
+            (Some(m), Some(u)) => write!(f, "{m} {u}: {}", self.inner.kind),
+            (None, Some(u)) => write!(f, "{u}: {}", self.inner.kind),
+            _ => write!(f, "{}", self.inner.kind),
+        }
+    }
+}
+
+impl StdError for Error {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        match &self.inner.kind {
+            ErrorKind::InvalidBody(e) => Some(e),
+            ErrorKind::CandidateMismatch(e) => Some(e),
+            ErrorKind::Incompatible(e) => Some(e),
+            _ => self
+                .inner
+                .source
+                .as_deref()
+                .map(|e| e as &(dyn StdError + 'static)),
+        }
+    }
+}

@@ -1,0 +1,12 @@
+//! Integration tests of magma-client against real servers on 127.0.0.1.
+
+mod support;
+
+mod basics;
+mod concurrency;
+mod faults;
+mod magma_server;
+mod runtime_context;
+mod timeouts;
+#[cfg(feature = "tls")]
+mod tls;

@@ -1,0 +1,232 @@
+#!/usr/bin/env python3
+"""A MAGMA agent written the way MAGMA users write them: FastAPI + uvicorn on the
+magma-core 2.0.1 models. `cargo xtask interop` runs it and points the Rust client
+(crates/magma-client/examples/interop.rs) at it, over HTTP and HTTPS.
+
+    python fastapi_agent.py --port 8888 [--ready-after 2.0]
+        [--ssl-certfile cert.pem --ssl-keyfile key.pem [--ssl-client-ca ca.pem]]
+
+Behaviour (deterministic, echo-style):
+
+* `GET /health`: 503 `{"detail": "Models are not ready"}` for `--ready-after` seconds
+  after start-up (imitating model loading), then `{"status": "ready"}`.
+* `GET /v1/info`: always answers, even while loading.
+* `POST /v1/responses` (`response_model=AgentResponse`, body `AgentRequest`): 503 while
+  loading. For each input and each candidate index k, a deep copy of the input memory
+  with `history` extended by the instruction and the answer, and an integer `steps`
+  counter; the answer is:
+  - `user` instruction: say `echo: <content>`;
+  - `env` instruction with tools and `attributes.known_robots`: a call of the first tool
+    on the first robot;
+  - content `__error__`: an `error` candidate (code `echo_error`) with the input memory.
+  Agent-specific refusals, 422:
+  - content `__reject__`: string detail (the kind reference agents raise with
+    `HTTPException(422, detail=...)`);
+  - `memory.history` not a list of objects: string detail (as the docs' minimal agent);
+  - `extra_keys.inference_mode` not a bool: a FastAPI validation list detail.
+  The response is checked with `validate_request` before it is returned.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import copy
+import json
+import ssl
+import time
+from contextlib import asynccontextmanager
+
+import uvicorn
+from fastapi import FastAPI, HTTPException
+from fastapi.exceptions import RequestValidationError
+from magma_core.protocol.agent import (
+    PROTOCOL_VERSION,
+    AgentDecision,
+    AgentError,
+    AgentHealth,
+    AgentInfo,
+    AgentInput,
+    AgentOutput,
+    AgentRequest,
+    AgentResponse,
+    ToolCall,
+)
+
+AGENT_ID = "fastapi-echo-agent"
+AGENT_VERSION = "0.1.0"
+NOT_READY = "Models are not ready"
+
+
+def check_input(index: int, item: AgentInput) -> None:
+    """Agent-specific validation, as reference agents do before inference."""
+    if item.instruction.content == "__reject__":
+        raise HTTPException(status_code=422, detail=f"input {item.id}: rejected by the agent")
+    history = item.memory.get("history")
+    if history is not None and not (
+        isinstance(history, list) and all(isinstance(h, dict) for h in history)
+    ):
+        raise HTTPException(status_code=422, detail="memory.history must be a list of objects")
+    mode = item.extra_keys.get("inference_mode")
+    if mode is not None and not isinstance(mode, bool):
+        raise RequestValidationError(
+            [
+                {
+                    "type": "bool_type",
+                    "loc": ("body", "inputs", index, "extra_keys", "inference_mode"),
+                    "msg": "Input should be a valid boolean",
+                    "input": mode,
+                }
+            ]
+        )
+
+
+def decide(item: AgentInput) -> AgentDecision:
+    content = item.instruction.content
+    robots = item.attributes.get("known_robots")
+    if item.instruction.type == "env" and item.tools and isinstance(robots, list) and robots:
+        tool = item.tools[0]
+        return AgentDecision(
+            say="",
+            tool_calls=[
+                ToolCall(
+                    name=str(tool.get("name") or "unknown"),
+                    arguments={},
+                    target_robot_name=str(robots[0]),
+                )
+            ],
+        )
+    return AgentDecision(say=f"echo: {content}", tool_calls=[])
+
+
+def answer(request: AgentRequest, item: AgentInput, k: int) -> AgentOutput:
+    memory = copy.deepcopy(item.memory)
+    step = {
+        "id": f"step-{k}",
+        "component": "echo",
+        "origin": "model",
+        "full_prompt": item.instruction.content,
+        "input_elements": {},
+        "output_raw": "",
+    }
+    if item.instruction.content == "__error__":
+        return AgentOutput(
+            request_id=request.request_id,
+            source_id=item.id,
+            candidate_index=k,
+            status="error",
+            memory=memory,
+            internal_steps=[step],
+            output=None,
+            error=AgentError(
+                code="echo_error", message="asked to fail with __error__", component="echo"
+            ),
+        )
+    decision = decide(item)
+    author = "USER" if item.instruction.type == "user" else "SYSTEM"
+    history = list(memory.get("history", []))
+    history.append({"author": author, "content": item.instruction.content})
+    history.append({"author": "MODEL", "content": json.dumps(decision.model_dump())})
+    memory["history"] = history
+    steps = memory.get("steps")
+    memory["steps"] = (steps if isinstance(steps, int) and not isinstance(steps, bool) else 0) + 1
+    step["output_raw"] = json.dumps(decision.model_dump())
+    return AgentOutput(
+        request_id=request.request_id,
+        source_id=item.id,
+        candidate_index=k,
+        status="completed",
+        memory=memory,
+        internal_steps=[step],
+        output=decision,
+        error=None,
+    )
+
+
+def create_app(ready_after: float) -> FastAPI:
+    state = {"ready_at": float("inf")}
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI):
+        state["ready_at"] = time.monotonic() + ready_after
+        yield
+
+    app = FastAPI(title=AGENT_ID, version=AGENT_VERSION, lifespan=lifespan)
+
+    def ready() -> bool:
+        return time.monotonic() >= state["ready_at"]
+
+    @app.get("/health", response_model=AgentHealth)
+    async def health() -> AgentHealth:
+        if not ready():
+            raise HTTPException(status_code=503, detail=NOT_READY)
+        return AgentHealth()
+
+    @app.get("/v1/info", response_model=AgentInfo)
+    async def info() -> AgentInfo:
+        return AgentInfo(
+            protocol_version=PROTOCOL_VERSION,
+            agent_id=AGENT_ID,
+            agent_version=AGENT_VERSION,
+            capabilities={"inference": True, "coaching": False},
+            coaching_unavailable_reason="Coaching is not available in the echo agent",
+        )
+
+    @app.post("/v1/responses", response_model=AgentResponse)
+    async def responses(request: AgentRequest) -> AgentResponse:
+        if not ready():
+            raise HTTPException(status_code=503, detail=NOT_READY)
+        for index, item in enumerate(request.inputs):
+            check_input(index, item)
+        # Imitate inference without blocking the event loop.
+        await asyncio.sleep(0)
+        outputs = [
+            answer(request, item, k)
+            for item in request.inputs
+            for k in range(item.num_outputs)
+        ]
+        response = AgentResponse(outputs)
+        response.validate_request(request)
+        return response
+
+    return app
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8888)
+    parser.add_argument(
+        "--ready-after",
+        type=float,
+        default=0.0,
+        help="seconds after start-up during which /health and /v1/responses answer 503",
+    )
+    parser.add_argument("--ssl-certfile")
+    parser.add_argument("--ssl-keyfile")
+    parser.add_argument(
+        "--ssl-client-ca", help="require client certificates signed by this CA (mutual TLS)"
+    )
+    parser.add_argument("--log-level", default="warning")
+    args = parser.parse_args()
+    if bool(args.ssl_certfile) != bool(args.ssl_keyfile):
+        parser.error("--ssl-certfile and --ssl-keyfile go together")
+    if args.ssl_client_ca and not args.ssl_certfile:
+        parser.error("--ssl-client-ca needs --ssl-certfile and --ssl-keyfile")
+
+    options = {}
+    if args.ssl_certfile:
+        options.update(ssl_certfile=args.ssl_certfile, ssl_keyfile=args.ssl_keyfile)
+    if args.ssl_client_ca:
+        options.update(ssl_ca_certs=args.ssl_client_ca, ssl_cert_reqs=ssl.CERT_REQUIRED)
+    uvicorn.run(
+        create_app(args.ready_after),
+        host=args.host,
+        port=args.port,
+        log_level=args.log_level,
+        **options,
+    )
+
+
+if __name__ == "__main__":
+    main()
