@@ -1,0 +1,205 @@
+//! `check` and `exchange`: every contract error of a document, then lints.
+
+use std::fmt;
+use std::str::FromStr;
+
+use magma_protocol::{AgentHealth, AgentInfo, AgentRequest, AgentResponse, ErrorKind, Issue};
+
+use crate::explain::{MISMATCH_FIX, MISMATCH_IMPACT, fix_for, invalid_document_impact};
+use crate::lint;
+use crate::report::{Finding, Report, shorten};
+
+/// The four documents of the contract.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DocumentKind {
+    /// A `POST /v1/responses` body (`AgentRequest`).
+    Request,
+    /// Its answer (`AgentResponse`, a JSON array of candidates).
+    Response,
+    /// A `GET /v1/info` answer (`AgentInfo`).
+    Info,
+    /// A `GET /health` answer (`AgentHealth`).
+    Health,
+}
+
+impl DocumentKind {
+    /// `request`, `response`, `info` or `health`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DocumentKind::Request => "request",
+            DocumentKind::Response => "response",
+            DocumentKind::Info => "info",
+            DocumentKind::Health => "health",
+        }
+    }
+}
+
+impl fmt::Display for DocumentKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A name that is not a [`DocumentKind`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown document kind {0:?}: expected request, response, info or health")]
+pub struct UnknownKind(pub String);
+
+impl FromStr for DocumentKind {
+    type Err = UnknownKind;
+    fn from_str(s: &str) -> Result<Self, UnknownKind> {
+        match s {
+            "request" => Ok(DocumentKind::Request),
+            "response" => Ok(DocumentKind::Response),
+            "info" => Ok(DocumentKind::Info),
+            "health" => Ok(DocumentKind::Health),
+            other => Err(UnknownKind(other.to_owned())),
+        }
+    }
+}
+
+/// Turns the reference's problems with a document into findings, every one
+/// of them, each with its location, kind, impact and fix.
+pub fn issue_findings(kind: DocumentKind, error: &magma_protocol::Error) -> Vec<Finding> {
+    error
+        .issues()
+        .iter()
+        .map(|issue| issue_finding(kind.as_str(), invalid_document_impact(kind), issue))
+        .collect()
+}
+
+pub(crate) fn issue_finding(document: &str, impact: &str, issue: &Issue) -> Finding {
+    let (location, message) = match (issue.position(), issue.detail()) {
+        (Some(p), Some(detail)) => (
+            format!("line {} column {}", p.line, p.column),
+            format!("{}: {detail}", issue.message()),
+        ),
+        _ => (issue.location().to_string(), issue.message().to_owned()),
+    };
+    let mut finding = Finding::error(document, issue.kind().as_str(), location, message)
+        .with_impact(impact)
+        .with_fix(fix_for(issue.kind()));
+    if issue.kind() != ErrorKind::JsonInvalid {
+        if let Some(input) = issue.input() {
+            finding = finding.with_input(shorten(&input.to_json_string(), 120));
+        }
+    }
+    finding
+}
+
+/// Checks one document: every contract error, then the lints that need no
+/// other document (duplicate keys, `say` with tool calls, empty decisions,
+/// `protocol_version`, the inference capability).
+///
+/// ```
+/// use magma_validator::{DocumentKind, check_document};
+///
+/// let report = check_document(
+///     DocumentKind::Request,
+///     br#"{"request_id": "", "inputs": [{"id": 7.0, "instruction": {"type": "user", "content": "hi"}}]}"#,
+/// );
+/// let codes: Vec<(&str, &str)> = report
+///     .errors()
+///     .map(|f| (f.code.as_str(), f.location.as_str()))
+///     .collect();
+/// assert_eq!(codes, [("string_too_short", "request_id"), ("int_type", "inputs[0].id")]);
+/// ```
+pub fn check_document(kind: DocumentKind, bytes: &[u8]) -> Report {
+    let mut report = Report::new(kind.as_str());
+    let doc = kind.as_str();
+    match kind {
+        DocumentKind::Request => match AgentRequest::from_slice(bytes) {
+            Ok(_) => {}
+            Err(e) => report.findings.extend(issue_findings(kind, &e)),
+        },
+        DocumentKind::Response => match AgentResponse::from_slice(bytes) {
+            Ok(response) => {
+                report.findings.extend(lint::response(&response, None));
+                report.notes.push(
+                    "unknown_tool, unknown_robot and memory_list_dropped need the request: \
+                     give it with --request (or use `exchange`)"
+                        .to_owned(),
+                );
+            }
+            Err(e) => report.findings.extend(issue_findings(kind, &e)),
+        },
+        DocumentKind::Info => match AgentInfo::from_slice(bytes) {
+            Ok(info) => report.findings.extend(lint::info(&info)),
+            Err(e) => report.findings.extend(issue_findings(kind, &e)),
+        },
+        DocumentKind::Health => match AgentHealth::from_slice(bytes) {
+            Ok(_) => {}
+            Err(e) => report.findings.extend(issue_findings(kind, &e)),
+        },
+    }
+    report.findings.extend(lint::duplicate_keys(doc, bytes));
+    report.sort();
+    report
+}
+
+/// Checks a request and its response together: both documents, the
+/// candidate sequence (where it first differs), and the lints that need
+/// both (tool names, robots, `memory_list`).
+///
+/// ```
+/// use magma_validator::check_exchange;
+///
+/// let request = br#"{"request_id": "r", "inputs": [{"id": 7, "instruction": {"type": "user", "content": "hi"}, "num_outputs": 2}]}"#;
+/// let response = br#"[{"request_id": "r", "source_id": 7, "candidate_index": 1, "status": "completed", "memory": {}, "output": {"say": "hello"}}]"#;
+/// let report = check_exchange(request, response);
+/// let mismatch = report.errors().next().unwrap();
+/// assert_eq!(mismatch.code, "candidates_mismatch");
+/// assert!(mismatch.message.contains("candidate 0 should be"));
+/// ```
+pub fn check_exchange(request: &[u8], response: &[u8]) -> Report {
+    let mut report = Report::new("exchange");
+    let req = AgentRequest::from_slice(request);
+    let resp = AgentResponse::from_slice(response);
+    if let Err(e) = &req {
+        report
+            .findings
+            .extend(issue_findings(DocumentKind::Request, e));
+    }
+    if let Err(e) = &resp {
+        report
+            .findings
+            .extend(issue_findings(DocumentKind::Response, e));
+    }
+    match (&req, &resp) {
+        (Ok(req), Ok(resp)) => {
+            if let Err(m) = resp.validate_request(req) {
+                report.findings.push(mismatch_finding(&m));
+            }
+            report.findings.extend(lint::response(resp, Some(req)));
+        }
+        (Err(_), Ok(resp)) => {
+            report.findings.extend(lint::response(resp, None));
+            report.notes.push(
+                "the request is invalid: the candidate sequence and the lints that need \
+                 the request were not checked"
+                    .to_owned(),
+            );
+        }
+        (_, Err(_)) => {}
+    }
+    report
+        .findings
+        .extend(lint::duplicate_keys("request", request));
+    report
+        .findings
+        .extend(lint::duplicate_keys("response", response));
+    report.sort();
+    report
+}
+
+pub(crate) fn mismatch_finding(m: &magma_protocol::CandidateMismatch) -> Finding {
+    let issue = m.to_issue();
+    Finding::error(
+        "exchange",
+        ErrorKind::CandidatesMismatch.as_str(),
+        issue.location().to_string(),
+        m.to_string(),
+    )
+    .with_impact(MISMATCH_IMPACT)
+    .with_fix(MISMATCH_FIX)
+}

@@ -1,0 +1,230 @@
+//! What each problem does to MAGMA's consumers (BENCH = magma-bench 2.0.1,
+//! GEN = magma-gen 2.0.0) and how to fix it. The texts here are the ones
+//! printed and the ones `docs/validator.md` lists.
+
+use magma_protocol::ErrorKind;
+
+use crate::DocumentKind;
+
+/// What happens when a document of `kind` is refused by the reference
+/// models.
+pub(crate) fn invalid_document_impact(kind: DocumentKind) -> &'static str {
+    match kind {
+        DocumentKind::Request => {
+            "BENCH and GEN never send such a request (GEN re-validates every request \
+             before sending it); a conforming agent answers it with 422, so a client \
+             that sends it gets no decision"
+        }
+        DocumentKind::Response => {
+            "BENCH and GEN validate every /v1/responses body with AgentResponse (strict): \
+             the failure is fatal for the run (BENCH reports an infrastructure error, \
+             GEN's agent manager raises and the run stops)"
+        }
+        DocumentKind::Info => {
+            "BENCH and GEN validate GET /v1/info strictly at start-up: GEN refuses the \
+             agent ('returned invalid metadata') and BENCH does not start"
+        }
+        DocumentKind::Health => {
+            "BENCH validates GET /health as AgentHealth at start-up and aborts on any \
+             error; GEN does not call /health"
+        }
+    }
+}
+
+/// What a candidate sequence that does not match the request does.
+pub(crate) const MISMATCH_IMPACT: &str = "BENCH and GEN run validate_request on every \
+     response: 'Response candidates must match request counts and order' is fatal for \
+     the run, and no candidate is used";
+
+/// How to fix a candidate sequence.
+pub(crate) const MISMATCH_FIX: &str = "answer each input in request order with exactly \
+     num_outputs candidates, candidate_index 0..num_outputs-1, source_id = the input's \
+     id, and request_id echoed unchanged (magma-server and \
+     magma_protocol::AgentResponse::build do this for you)";
+
+/// How to fix one contract error, by kind.
+pub(crate) fn fix_for(kind: ErrorKind) -> &'static str {
+    match kind {
+        ErrorKind::JsonInvalid => {
+            "send exactly one JSON document: UTF-8, no byte order mark, no NaN or \
+             Infinity, nothing after it"
+        }
+        ErrorKind::Missing => "add the required field",
+        ErrorKind::ExtraForbidden => {
+            "remove the field: protocol 2.0 refuses unknown fields at every level \
+             (magma-core 2.0.1 removed coaching_session_version, for example)"
+        }
+        ErrorKind::ModelType => "send a JSON object here",
+        ErrorKind::DictType => "send a JSON object here (null is not an object)",
+        ErrorKind::ListType => "send a JSON array here (null is not an array)",
+        ErrorKind::StringType => "send a string (null is not a string)",
+        ErrorKind::IntType => "send an integer literal: 7, not 7.0, \"7\" or true",
+        ErrorKind::BoolType => "send true or false, not 1, 0 or a string",
+        ErrorKind::LiteralError => {
+            "use an allowed value: instruction type \"user\" or \"env\", status \
+             \"completed\" or \"error\", health status \"ready\""
+        }
+        ErrorKind::StringTooShort => "send at least one character",
+        ErrorKind::GreaterThan => "num_outputs must be at least 1",
+        ErrorKind::GreaterThanEqual => "candidate_index counts from 0",
+        ErrorKind::FiniteNumber => {
+            "NaN and Infinity are not JSON: send finite numbers (Python: \
+             json.dumps(..., allow_nan=False))"
+        }
+        ErrorKind::RecursionDepthExceeded => {
+            "nest free-form values less deeply (the reference stops at 254 levels)"
+        }
+        ErrorKind::ValueError => {
+            "a completed candidate needs output and no error, an error candidate needs \
+             error and no output; input ids must be unique within a request"
+        }
+        ErrorKind::IntOutOfRange => {
+            "typed integers (ids, indices, num_outputs) must fit in 64 bits"
+        }
+        ErrorKind::CandidatesMismatch => MISMATCH_FIX,
+        _ => "make the document match the protocol 2.0 models",
+    }
+}
+
+/// A lint: valid by the contract, harmful with a real consumer. Reported
+/// as a warning; never changes the exit code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Lint {
+    /// A completed candidate with a non-empty `say` and tool calls.
+    SayWithToolCalls,
+    /// A completed candidate with neither `say` nor tool calls.
+    EmptyDecision,
+    /// A tool call whose name is not among the input's `tools`.
+    UnknownTool,
+    /// A tool call whose `target_robot_name` is not in
+    /// `attributes.known_robots`.
+    UnknownRobot,
+    /// The input's `memory.memory_list` is absent from a candidate's memory.
+    MemoryListDropped,
+    /// The same key twice in one JSON object.
+    DuplicateKey,
+    /// `/v1/info` `protocol_version` is not `2.0`.
+    ProtocolVersion,
+    /// `/v1/info` `capabilities.inference` is absent or false.
+    InferenceCapability,
+    /// A candidate with `status: "error"` (probe only).
+    ErrorCandidate,
+    /// A 2xx JSON answer without a JSON `Content-Type` (probe only).
+    ContentType,
+}
+
+impl Lint {
+    /// Every lint, in documentation order.
+    pub const ALL: [Lint; 10] = [
+        Lint::SayWithToolCalls,
+        Lint::EmptyDecision,
+        Lint::UnknownTool,
+        Lint::UnknownRobot,
+        Lint::MemoryListDropped,
+        Lint::DuplicateKey,
+        Lint::ProtocolVersion,
+        Lint::InferenceCapability,
+        Lint::ErrorCandidate,
+        Lint::ContentType,
+    ];
+
+    /// The stable code printed in reports.
+    pub fn code(self) -> &'static str {
+        match self {
+            Lint::SayWithToolCalls => "say_with_tool_calls",
+            Lint::EmptyDecision => "empty_decision",
+            Lint::UnknownTool => "unknown_tool",
+            Lint::UnknownRobot => "unknown_robot",
+            Lint::MemoryListDropped => "memory_list_dropped",
+            Lint::DuplicateKey => "duplicate_key",
+            Lint::ProtocolVersion => "protocol_version",
+            Lint::InferenceCapability => "inference_capability",
+            Lint::ErrorCandidate => "error_candidate",
+            Lint::ContentType => "content_type",
+        }
+    }
+
+    /// Which consumer breaks, and how.
+    pub fn impact(self) -> &'static str {
+        match self {
+            Lint::SayWithToolCalls => {
+                "GEN treats the answer as invalid ('The agent returned both a message \
+                 and tool calls.'), like an error candidate; BENCH runs the tool calls \
+                 and silently drops the say"
+            }
+            Lint::EmptyDecision => {
+                "BENCH ends the episode as invalid_format (unless a suspended skill is \
+                 pending); the contract's guidance is exactly one of a say or tool calls"
+            }
+            Lint::UnknownTool => {
+                "BENCH and GEN run tool calls in the simulation through the skills they \
+                 listed in `tools`; a name they did not list is not one of those skills, so \
+                 the call cannot run as the agent intended"
+            }
+            Lint::UnknownRobot => {
+                "BENCH and GEN address each tool call to the robot named in \
+                 target_robot_name; a robot not in attributes.known_robots is not in the \
+                 scenario, so the call cannot run as the agent intended"
+            }
+            Lint::MemoryListDropped => {
+                "BENCH and GEN replace their memory with the candidate's memory; the \
+                 scenario's persistent rules in memory_list are lost for every later \
+                 step of the episode (GEN's export also reads memory.memory_list)"
+            }
+            Lint::DuplicateKey => {
+                "BENCH and GEN (Python json) silently keep the last value and ignore the \
+                 earlier ones; other JSON parsers keep the first or refuse the document"
+            }
+            Lint::ProtocolVersion => {
+                "BENCH refuses to start ('Unsupported agent protocol') and GEN refuses \
+                 the agent (asks to update core and agent): both require \"2.0\""
+            }
+            Lint::InferenceCapability => {
+                "BENCH refuses to start ('Agent runtime does not support inference'); \
+                 GEN does not check capabilities"
+            }
+            Lint::ErrorCandidate => {
+                "BENCH ends the episode as invalid_format; GEN records an invalid node \
+                 (and asks for format coaching if the agent advertises it)"
+            }
+            Lint::ContentType => {
+                "BENCH and GEN decode the body whatever its type, but HTTP tooling, \
+                 proxies and stricter clients expect application/json"
+            }
+        }
+    }
+
+    /// How to fix it.
+    pub fn fix(self) -> &'static str {
+        match self {
+            Lint::SayWithToolCalls => {
+                "answer with either a non-empty say or tool calls, not both (put the \
+                 message in a later turn)"
+            }
+            Lint::EmptyDecision => {
+                "say something or call a tool; if the model's output cannot be used, \
+                 return an error candidate with a code and message instead"
+            }
+            Lint::UnknownTool => {
+                "call only tools listed in the input's `tools` (cancel_current_action is \
+                 always the first one)"
+            }
+            Lint::UnknownRobot => {
+                "target only robots listed in the input's attributes.known_robots"
+            }
+            Lint::MemoryListDropped => {
+                "start each candidate's memory from a deep copy of the input memory and \
+                 keep the keys the agent does not own, memory_list above all"
+            }
+            Lint::DuplicateKey => "write every key once per object",
+            Lint::ProtocolVersion => "advertise \"protocol_version\": \"2.0\"",
+            Lint::InferenceCapability => "advertise \"capabilities\": {\"inference\": true}",
+            Lint::ErrorCandidate => {
+                "make sure ordinary inputs get completed candidates; keep error \
+                 candidates for real model or parse failures"
+            }
+            Lint::ContentType => "send Content-Type: application/json",
+        }
+    }
+}

@@ -1,0 +1,263 @@
+//! `magma-validate`: checks documents, exchanges and live agents against the
+//! MAGMA Agent HTTP Contract (protocol 2.0).
+#![allow(clippy::print_stdout, clippy::print_stderr)] // a CLI prints its results
+
+use std::io::{self, BufReader, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use magma_validator::probe::{self, ProbeConfig, ProbeError};
+use magma_validator::render::{self, Format};
+use magma_validator::{DocumentKind, Report, check_document, check_exchange, run_batch};
+
+const AFTER_HELP: &str = "\
+Exit status: 0 conformant (warnings allowed), 1 findings (a contract error or a failed
+probe check), 2 usage or I/O error (unreadable file, bad flags, an agent that cannot be
+reached or whose TLS certificate is not trusted). `batch` exits 0 once every line has its
+verdict. Every check and lint is described in docs/validator.md.";
+
+/// Checks documents, exchanges and live agents against the MAGMA Agent HTTP Contract
+/// (protocol 2.0), and says which consumer (BENCH, GEN) would break and how.
+#[derive(Debug, Parser)]
+#[command(name = "magma-validate", version, after_help = AFTER_HELP)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Check one document: every contract error at once, plus lints (warnings)
+    Check {
+        /// What the document is
+        #[arg(long, value_enum)]
+        kind: Kind,
+        /// With --kind response: the request it answers, for the candidate sequence and the
+        /// lints that need it (unknown tool or robot, memory_list dropped)
+        #[arg(long, value_name = "FILE")]
+        request: Option<PathBuf>,
+        /// Output format
+        #[arg(long, value_enum, default_value_t = FormatArg::Human)]
+        format: FormatArg,
+        /// The document, or - for standard input
+        #[arg(value_name = "FILE|-")]
+        file: PathBuf,
+    },
+    /// Check a request and its response together: both documents, the candidate sequence
+    /// (where it first differs) and the lints that need both
+    Exchange {
+        /// The request (POST /v1/responses body), or - for standard input
+        #[arg(long, value_name = "FILE")]
+        request: PathBuf,
+        /// The response, or - for standard input
+        #[arg(long, value_name = "FILE")]
+        response: PathBuf,
+        /// Output format
+        #[arg(long, value_enum, default_value_t = FormatArg::Human)]
+        format: FormatArg,
+    },
+    /// Read JSON Lines cases {"kind","doc","request"?} on stdin; print one
+    /// {"verdict":"accept"|"reject","reason":"..."} line per input line, in order
+    Batch,
+    /// Run the conformance suite against a live agent
+    Probe {
+        /// The agent's base URL, e.g. http://127.0.0.1:8888 or https://host/prefix
+        url: String,
+        /// PEM file of CA certificates to trust for https (self-signed or private CA)
+        #[arg(long, value_name = "PEM")]
+        cacert: Option<PathBuf>,
+        /// Seconds one call may take
+        #[arg(long, value_name = "S", default_value = "60", value_parser = seconds)]
+        timeout: Duration,
+        /// Seconds to wait for GET /health to answer 200 (connection refused or 503) before
+        /// the health check fails
+        #[arg(long, value_name = "S", default_value = "30", value_parser = seconds)]
+        ready_timeout: Duration,
+        /// Approximate size of the large request, in bytes
+        #[arg(long, value_name = "N", default_value_t = 1 << 20)]
+        large_request_bytes: usize,
+        /// Steps of the memory round trip (at least 2)
+        #[arg(long, value_name = "N", default_value_t = 4,
+              value_parser = clap::value_parser!(u16).range(2..))]
+        memory_steps: u16,
+        /// Output format
+        #[arg(long, value_enum, default_value_t = FormatArg::Human)]
+        format: FormatArg,
+    },
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum Kind {
+    Request,
+    Response,
+    Info,
+    Health,
+}
+
+impl From<Kind> for DocumentKind {
+    fn from(k: Kind) -> Self {
+        match k {
+            Kind::Request => DocumentKind::Request,
+            Kind::Response => DocumentKind::Response,
+            Kind::Info => DocumentKind::Info,
+            Kind::Health => DocumentKind::Health,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum FormatArg {
+    Human,
+    Json,
+    Junit,
+}
+
+impl From<FormatArg> for Format {
+    fn from(f: FormatArg) -> Self {
+        match f {
+            FormatArg::Human => Format::Human,
+            FormatArg::Json => Format::Json,
+            FormatArg::Junit => Format::Junit,
+        }
+    }
+}
+
+fn seconds(s: &str) -> Result<Duration, String> {
+    let v: f64 = s
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number of seconds"))?;
+    if !(v.is_finite() && v > 0.0 && v <= 86_400.0) {
+        return Err("must be greater than 0 and at most 86400".to_owned());
+    }
+    Ok(Duration::from_secs_f64(v))
+}
+
+/// A failure that ends the program with exit code 2.
+struct Fatal(String);
+
+fn read_input(path: &Path) -> Result<Vec<u8>, Fatal> {
+    if path.as_os_str() == "-" {
+        let mut buf = Vec::new();
+        io::stdin()
+            .lock()
+            .read_to_end(&mut buf)
+            .map_err(|e| Fatal(format!("cannot read standard input: {e}")))?;
+        return Ok(buf);
+    }
+    std::fs::read(path).map_err(|e| Fatal(format!("cannot read {}: {e}", path.display())))
+}
+
+fn source_name(path: &Path) -> String {
+    if path.as_os_str() == "-" {
+        "<stdin>".to_owned()
+    } else {
+        path.display().to_string()
+    }
+}
+
+fn emit(text: &str) -> Result<(), Fatal> {
+    let mut out = io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .map_err(|e| Fatal(format!("cannot write the output: {e}")))
+}
+
+fn emit_report(report: &Report, command: &str, source: &str, format: Format) -> Result<u8, Fatal> {
+    let text = match format {
+        Format::Human => render::report_human(report, source),
+        Format::Json => render::report_json(report, command, source),
+        Format::Junit => render::report_junit(report, command, source),
+    };
+    emit(&text)?;
+    Ok(u8::from(!report.is_conformant()))
+}
+
+fn run(cli: Cli) -> Result<u8, Fatal> {
+    match cli.command {
+        Command::Check {
+            kind,
+            request,
+            format,
+            file,
+        } => {
+            let kind = DocumentKind::from(kind);
+            if let Some(req_path) = &request {
+                if kind != DocumentKind::Response {
+                    return Err(Fatal("--request goes with --kind response only".to_owned()));
+                }
+                if file.as_os_str() == "-" && req_path.as_os_str() == "-" {
+                    return Err(Fatal(
+                        "only one of the documents can come from standard input".to_owned(),
+                    ));
+                }
+            }
+            let doc = read_input(&file)?;
+            let report = match request {
+                Some(req_path) => check_exchange(&read_input(&req_path)?, &doc),
+                None => check_document(kind, &doc),
+            };
+            emit_report(&report, "check", &source_name(&file), format.into())
+        }
+        Command::Exchange {
+            request,
+            response,
+            format,
+        } => {
+            if request.as_os_str() == "-" && response.as_os_str() == "-" {
+                return Err(Fatal(
+                    "only one of the documents can come from standard input".to_owned(),
+                ));
+            }
+            let req = read_input(&request)?;
+            let resp = read_input(&response)?;
+            let report = check_exchange(&req, &resp);
+            let source = format!("{} + {}", source_name(&request), source_name(&response));
+            emit_report(&report, "exchange", &source, format.into())
+        }
+        Command::Batch => {
+            let input = BufReader::with_capacity(1 << 20, io::stdin().lock());
+            let output = BufWriter::with_capacity(1 << 16, io::stdout().lock());
+            run_batch(input, output).map_err(|e| Fatal(format!("batch: {e}")))?;
+            Ok(0)
+        }
+        Command::Probe {
+            url,
+            cacert,
+            timeout,
+            ready_timeout,
+            large_request_bytes,
+            memory_steps,
+            format,
+        } => {
+            let mut config = ProbeConfig::new(url)
+                .timeout(timeout)
+                .ready_timeout(ready_timeout)
+                .large_request_bytes(large_request_bytes)
+                .memory_steps(usize::from(memory_steps));
+            if let Some(ca) = cacert {
+                config = config.cacert(ca);
+            }
+            let report = probe::run(&config).map_err(|e: ProbeError| Fatal(e.to_string()))?;
+            let text = match Format::from(format) {
+                Format::Human => render::probe_human(&report),
+                Format::Json => render::probe_json(&report),
+                Format::Junit => render::probe_junit(&report),
+            };
+            emit(&text)?;
+            Ok(u8::from(!report.is_conformant()))
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(code) => ExitCode::from(code),
+        Err(Fatal(msg)) => {
+            eprintln!("magma-validate: {msg}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,260 @@
+//! One probe run's connection to the agent and the shared logic of an
+//! exchange: send, check status, body, candidate sequence and lints.
+
+use std::time::Duration;
+
+use magma_client::http::Method;
+use magma_client::http::header::{ACCEPT, HeaderValue};
+use magma_client::{Client, ErrorKind, RawRequest, RawResponse};
+use magma_protocol::{AgentRequest, AgentResponse};
+
+use super::{Check, ProbeConfig, ProbeError};
+use crate::check::{issue_findings, mismatch_finding};
+use crate::explain::Lint;
+use crate::report::{Finding, shorten};
+use crate::{DocumentKind, lint};
+
+/// Most contract errors listed per check; the rest are counted.
+const MAX_ERRORS: usize = 25;
+
+pub(crate) const TRANSPORT_IMPACT: &str = "BENCH and GEN never retry: a transport error or a \
+     timeout is fatal for the run (their timeout is magma_agent_timeout, 360 s by default)";
+pub(crate) const RESPONSES_STATUS_IMPACT: &str = "BENCH and GEN call raise_for_status on every \
+     POST /v1/responses: a non-2xx answer is fatal for the run (GEN appends the body to its \
+     error)";
+
+pub(crate) struct Session {
+    client: Client,
+    pub(crate) config: ProbeConfig,
+    seq: u64,
+    /// `METHOD path: content-type` of 2xx answers whose type is not JSON.
+    pub(crate) content_types: Vec<String>,
+    pub(crate) json_answers: usize,
+}
+
+impl Session {
+    pub(crate) fn new(config: &ProbeConfig) -> Result<Session, ProbeError> {
+        #[allow(unused_mut)] // only changed with the `tls` feature
+        let mut builder = Client::builder(config.url.clone())
+            .timeout(config.timeout)
+            .connect_timeout(config.timeout.min(Duration::from_secs(30)))
+            .user_agent(format!("magma-validate/{}", env!("CARGO_PKG_VERSION")))
+            // BENCH and GEN open a new connection for every call.
+            .pool_max_idle_per_host(0);
+        if let Some(ca) = &config.cacert {
+            #[cfg(feature = "tls")]
+            {
+                builder = builder.ca_file(ca);
+            }
+            #[cfg(not(feature = "tls"))]
+            return Err(ProbeError::Config(format!(
+                "--cacert {} needs the `tls` feature of magma-validator",
+                ca.display()
+            )));
+        }
+        let client = builder
+            .build()
+            .map_err(|e| ProbeError::Config(e.to_string()))?;
+        Ok(Session {
+            client,
+            config: config.clone(),
+            seq: 0,
+            content_types: Vec::new(),
+            json_answers: 0,
+        })
+    }
+
+    pub(crate) fn base_url(&self) -> &str {
+        self.client.base_url()
+    }
+
+    /// A fresh request id, hex like BENCH's uuid4().hex.
+    pub(crate) fn request_id(&mut self, what: &str) -> String {
+        self.seq += 1;
+        format!("magma-validate-{what}-{:08x}", self.seq)
+    }
+
+    pub(crate) fn call(&self, request: RawRequest) -> Result<RawResponse, magma_client::Error> {
+        self.client.execute(request)
+    }
+
+    pub(crate) fn get(&self, path: &str) -> Result<RawResponse, magma_client::Error> {
+        self.call(
+            RawRequest::get(path).header(ACCEPT, HeaderValue::from_static("application/json")),
+        )
+    }
+
+    pub(crate) fn post_json(
+        &self,
+        path: &str,
+        body: String,
+    ) -> Result<RawResponse, magma_client::Error> {
+        self.call(
+            RawRequest::post(path)
+                .header(ACCEPT, HeaderValue::from_static("application/json"))
+                .json(body),
+        )
+    }
+
+    /// Notes the `Content-Type` of a 2xx answer that carries a document.
+    pub(crate) fn observe_content_type(&mut self, method: &Method, path: &str, r: &RawResponse) {
+        self.json_answers += 1;
+        let ct = r.content_type();
+        if !ct.is_some_and(is_json_type) {
+            let shown = ct.map_or_else(|| "no Content-Type".to_owned(), |c| shorten(c, 80));
+            let entry = format!("{method} {path}: {shown}");
+            if !self.content_types.contains(&entry) {
+                self.content_types.push(entry);
+            }
+        }
+    }
+
+    /// Sends `request` and checks everything about the answer: status,
+    /// body, candidate sequence and lints. `None` when the answer cannot be
+    /// used (the failure is in `check`).
+    pub(crate) fn respond(
+        &mut self,
+        check: &mut Check,
+        request: &AgentRequest,
+    ) -> Option<AgentResponse> {
+        self.respond_with(check, request, request.to_json_string())
+    }
+
+    /// Like [`respond`](Self::respond), sending `body` (the same request,
+    /// written differently).
+    pub(crate) fn respond_with(
+        &mut self,
+        check: &mut Check,
+        request: &AgentRequest,
+        body: String,
+    ) -> Option<AgentResponse> {
+        let answer = match self.post_json("/v1/responses", body) {
+            Ok(a) => a,
+            Err(e) => {
+                check.push(transport_finding(&e));
+                return None;
+            }
+        };
+        if !answer.status().is_success() {
+            check.push(
+                Finding::error(
+                    "http",
+                    "http_status",
+                    "POST /v1/responses",
+                    format!(
+                        "answered {} to a valid request: {}",
+                        answer.status(),
+                        body_excerpt(&answer)
+                    ),
+                )
+                .with_impact(RESPONSES_STATUS_IMPACT)
+                .with_fix(
+                    "answer every valid request with 200 and a JSON array; report a failure \
+                     of one candidate as an error candidate in place, not as an HTTP error",
+                ),
+            );
+            return None;
+        }
+        self.observe_content_type(&Method::POST, "/v1/responses", &answer);
+        check.extend(lint::duplicate_keys("response", answer.body()));
+        let response = match AgentResponse::from_slice(answer.body()) {
+            Ok(r) => r,
+            Err(e) => {
+                push_capped(check, issue_findings(DocumentKind::Response, &e));
+                return None;
+            }
+        };
+        if let Err(m) = response.validate_request(request) {
+            check.push(mismatch_finding(&m));
+            return None;
+        }
+        check.extend(lint::response(&response, Some(request)));
+        check.extend(lint::error_candidates(&response));
+        Some(response)
+    }
+}
+
+/// Adds contract errors, at most [`MAX_ERRORS`], and a count of the rest.
+pub(crate) fn push_capped(check: &mut Check, findings: Vec<Finding>) {
+    let n = findings.len();
+    let mut it = findings.into_iter();
+    for f in it.by_ref().take(MAX_ERRORS) {
+        check.push(f);
+    }
+    if let Some(next) = it.next() {
+        let mut more = next;
+        more.message = format!(
+            "{} (and {} more problems not listed)",
+            more.message,
+            n - MAX_ERRORS - 1
+        );
+        check.push(more);
+    }
+}
+
+/// `application/json`, `application/x+json`, with or without parameters.
+pub(crate) fn is_json_type(ct: &str) -> bool {
+    let essence = ct
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    essence == "application/json"
+        || (essence.starts_with("application/") && essence.ends_with("+json"))
+}
+
+/// The start of a body, for messages.
+pub(crate) fn body_excerpt(r: &RawResponse) -> String {
+    let text = String::from_utf8_lossy(r.body());
+    let text = text.trim();
+    if text.is_empty() {
+        "empty body".to_owned()
+    } else {
+        shorten(text, 200)
+    }
+}
+
+/// A failed call, as an error finding.
+pub(crate) fn transport_finding(e: &magma_client::Error) -> Finding {
+    let code = match e.kind() {
+        ErrorKind::Timeout(_) | ErrorKind::ConnectTimeout(_) => "timeout",
+        ErrorKind::ConnectionRefused | ErrorKind::Connect => "connection",
+        ErrorKind::BodyTooLarge { .. } => "body_too_large",
+        ErrorKind::Tls(_) => "tls",
+        _ => "transport",
+    };
+    let fix = match code {
+        "timeout" => "answer within the consumers' timeout; run long inference off the event loop",
+        "connection" => "keep the agent running and accepting connections for the whole run",
+        "body_too_large" => "keep responses below the limit (see --help)",
+        _ => {
+            "answer every request with a complete HTTP/1.1 response; do not close the \
+              connection before the body is complete"
+        }
+    };
+    Finding::error("http", code, "", e.to_string())
+        .with_impact(TRANSPORT_IMPACT)
+        .with_fix(fix)
+}
+
+/// A lint promoted to an error for the probe (BENCH refuses to start).
+pub(crate) fn as_error(mut f: Finding) -> Finding {
+    f.severity = crate::Severity::Error;
+    f
+}
+
+/// The content-type lint for the aggregated observations.
+pub(crate) fn content_type_finding(entries: &[String]) -> Finding {
+    Finding::warning(
+        "http",
+        Lint::ContentType.code(),
+        "",
+        format!(
+            "2xx JSON answers without a JSON Content-Type: {}",
+            entries.join("; ")
+        ),
+    )
+    .with_impact(Lint::ContentType.impact())
+    .with_fix(Lint::ContentType.fix())
+}

@@ -1,0 +1,11 @@
+//! Integration tests of magma-validator: the real `magma-validate` binary
+//! against documents, JSON Lines batches and live agents on loopback.
+#![allow(clippy::print_stderr)] // tests report what they measured
+
+mod batch;
+mod cli_check;
+mod probe_faults;
+mod probe_live;
+#[cfg(feature = "tls")]
+mod probe_tls;
+mod support;

@@ -1,0 +1,150 @@
+//! The probe against the real `magma-server` (demo agent), its output
+//! formats, and agents it cannot reach.
+
+use std::net::SocketAddr;
+use std::thread::JoinHandle;
+
+use magma_server::demo::DemoAgent;
+use magma_server::{Config, Server};
+
+use crate::support::{AgentServer, Fault, check, code, probe, run, stderr, stdout};
+
+/// `magma-server` serving the demo agent on 127.0.0.1, on its own thread.
+struct RealServer {
+    addr: SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl RealServer {
+    fn start() -> RealServer {
+        let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            rt.block_on(async move {
+                let server = Server::bind("127.0.0.1:0", Config::default())
+                    .await
+                    .expect("bind magma-server");
+                addr_tx.send(server.local_addr()).expect("send address");
+                server
+                    .serve(DemoAgent::new(), async move {
+                        let _ = stop_rx.await;
+                    })
+                    .await;
+            });
+        });
+        let addr = addr_rx.recv().expect("magma-server address");
+        RealServer {
+            addr,
+            stop: Some(stop_tx),
+            thread: Some(thread),
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+}
+
+impl Drop for RealServer {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+#[test]
+fn magma_server_passes_every_check() {
+    let server = RealServer::start();
+    let (exit, report, stderr) = probe(&server.url(), &[]);
+    assert_eq!(exit, 0, "{report:#} {stderr}");
+    let s = &report["summary"];
+    assert_eq!(s["failed"], 0, "{report:#}");
+    assert_eq!(s["warnings"], 0, "{report:#}");
+    assert_eq!(s["skipped"], 0, "{report:#}");
+    assert_eq!(s["passed"], s["total"]);
+    assert_eq!(report["agent"]["agent_id"], "magma-demo-agent");
+    // The demo agent answers an env instruction with a call of the first
+    // tool on the first known robot: a real tool call went through the
+    // tool and robot lints without a warning.
+    assert_eq!(check(&report, "env-feedback")["status"], "pass");
+}
+
+#[test]
+fn human_and_junit_formats() {
+    let server = RealServer::start();
+    let url = server.url();
+    let out = run(&["probe", &url, "--ready-timeout", "2"], b"");
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("PASS  ordering"), "{text}");
+    assert!(text.lines().last().unwrap().contains("0 failed"), "{text}");
+
+    let out = run(&["probe", &url, "--format", "junit"], b"");
+    assert_eq!(code(&out), 0);
+    let xml = stdout(&out);
+    assert!(xml.starts_with("<?xml"));
+    assert!(xml.contains("failures=\"0\""), "{xml}");
+    assert!(xml.contains("<testcase classname=\"magma-validate.probe\" name=\"ordering\""));
+    assert!(xml.matches("<testcase ").count() >= 20, "{xml}");
+}
+
+#[test]
+fn failures_in_junit_and_human_output_name_the_fault() {
+    let server = AgentServer::start(Fault::ReversedCandidates);
+    let url = server.url();
+    let out = run(&["probe", &url, "--format", "junit"], b"");
+    assert_eq!(code(&out), 1);
+    let xml = stdout(&out);
+    assert!(
+        xml.contains("<failure type=\"candidates_mismatch\""),
+        "{xml}"
+    );
+    let out = run(&["probe", &url], b"");
+    assert_eq!(code(&out), 1);
+    let text = stdout(&out);
+    assert!(text.contains("FAIL  ordering"), "{text}");
+    assert!(
+        text.contains("consumers: BENCH and GEN run validate_request"),
+        "{text}"
+    );
+}
+
+#[test]
+fn an_agent_that_cannot_be_reached_is_an_io_error() {
+    // A port that was just free: nothing listens there.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("http://127.0.0.1:{port}");
+    let (exit, report, stderr) = probe(&url, &[]);
+    assert_eq!(exit, 2);
+    assert!(report.is_null());
+    assert!(stderr.contains("cannot reach the agent"), "{stderr}");
+    assert!(stderr.contains("refused"), "{stderr}");
+}
+
+#[test]
+fn bad_flags_are_usage_errors() {
+    for args in [
+        &["probe"][..],
+        &["probe", "http://127.0.0.1:1", "--timeout", "0"],
+        &["probe", "http://127.0.0.1:1", "--timeout", "NaN"],
+        &["probe", "ftp://127.0.0.1:1"],
+        &["probe", "http://127.0.0.1:1", "--memory-steps", "1"],
+    ] {
+        let out = run(args, b"");
+        assert_eq!(code(&out), 2, "{args:?}: {}", stderr(&out));
+        assert!(!stderr(&out).is_empty());
+    }
+}
