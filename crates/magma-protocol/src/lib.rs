@@ -23,7 +23,7 @@ pub use model::{
     AgentRequest, AgentResponse, CandidateStatus, Capabilities, EmptyStringError,
     IncompatibleAgent, InstructionType, NonEmptyString, Outcome, PROTOCOL_VERSION, ToolCall,
 };
-pub use parse::{MAX_JSON_DEPTH, Position};
+pub use parse::{MAX_JSON_DEPTH, Position, duplicate_keys};
 pub use response::{
     AssembleError, Candidate, CandidateKey, CandidateMismatch, ExchangeError, check_exchange,
 };

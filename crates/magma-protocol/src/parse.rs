@@ -11,7 +11,7 @@
 
 use std::collections::HashMap;
 
-use crate::error::{Error, Issue};
+use crate::error::{Error, Issue, Location, Segment};
 use crate::json::{Json, Map, Number, Object};
 
 /// The deepest container nesting `json.loads` accepts in the reference
@@ -127,6 +127,40 @@ struct Parser<'a> {
     text: &'a str,
     pos: usize,
     scratch: Scratch,
+    /// Where repeated keys were seen, when the caller asked.
+    duplicates: Option<Vec<Location>>,
+}
+
+/// The location of `key` in the object on top of `below`'s frames.
+fn location_in(below: &[Frame], key: String) -> Location {
+    let mut segs: Vec<Segment> = below
+        .iter()
+        .map(|f| match f {
+            Frame::Array { items, .. } => Segment::Index(items.len()),
+            Frame::Object { key, .. } => Segment::Key(key.clone()),
+        })
+        .collect();
+    segs.push(Segment::Key(key));
+    Location::from(segs)
+}
+
+/// Every repeated key in a document, at the location of each later
+/// occurrence (the value that wins), in document order. The reference's
+/// `json.loads` keeps the last value without a word; validators and lints
+/// use this to say so. Errors are the parser's, for text that is not JSON.
+pub fn duplicate_keys(src: &[u8]) -> Result<Vec<Location>, Error> {
+    let text = std::str::from_utf8(src)
+        .map_err(|e| json_error(src, e.valid_up_to(), "invalid UTF-8 in the body"))?;
+    let mut p = Parser {
+        src,
+        text,
+        pos: 0,
+        scratch: Scratch::default(),
+        duplicates: Some(Vec::new()),
+    };
+    p.document(&Plan::Generic)
+        .map_err(|(at, msg)| json_error(src, at, msg))?;
+    Ok(p.duplicates.unwrap_or_default())
 }
 
 type PResult<T> = Result<T, (usize, &'static str)>;
@@ -154,6 +188,7 @@ pub(crate) fn parse_with(src: &[u8], plan: &'static Plan) -> Result<Json, Error>
         text,
         pos: 0,
         scratch: Scratch::default(),
+        duplicates: None,
     };
     p.document(plan)
         .map_err(|(at, msg)| json_error(src, at, msg))
@@ -254,7 +289,7 @@ impl Parser<'_> {
             };
             // A value is complete: hand it to the enclosing container.
             loop {
-                let Some(top) = stack.last_mut() else {
+                let Some((top, below)) = stack.split_last_mut() else {
                     return Ok(done);
                 };
                 self.skip_ws();
@@ -286,7 +321,10 @@ impl Parser<'_> {
                         plan: object_plan,
                         index,
                     } => {
-                        insert_last_wins(map, index, std::mem::take(key), done);
+                        let dup = insert_last_wins(map, index, std::mem::take(key), done);
+                        if let (Some(dup), Some(found)) = (dup, self.duplicates.as_mut()) {
+                            found.push(location_in(below, dup));
+                        }
                         match self.peek() {
                             Some(b',') => {
                                 self.pos += 1;
@@ -464,24 +502,25 @@ impl Parser<'_> {
 const LONE_SURROGATE: &str =
     "lone surrogate escape: a UTF-16 surrogate without its pair is not a Unicode character";
 
+/// Inserts like a Python dict; gives the key back when it was a duplicate.
 fn insert_last_wins(
     map: &mut Map<Json>,
     index: &mut Option<HashMap<String, usize>>,
     key: String,
     value: Json,
-) {
+) -> Option<String> {
     if let Some(idx) = index {
         if let Some(&i) = idx.get(&key) {
             map.replace_at(i, value);
-        } else {
-            idx.insert(key.clone(), map.len());
-            map.push_unique(key, value);
+            return Some(key);
         }
-        return;
+        idx.insert(key.clone(), map.len());
+        map.push_unique(key, value);
+        return None;
     }
     if let Some(i) = map.entries().iter().position(|(k, _)| *k == key) {
         map.replace_at(i, value);
-        return;
+        return Some(key);
     }
     map.push_unique(key, value);
     if map.len() > LINEAR_KEY_LIMIT {
@@ -493,6 +532,7 @@ fn insert_last_wins(
             .collect();
         *index = Some(idx);
     }
+    None
 }
 
 /// The end of the number lexeme starting at `start`, or `None` when the text
@@ -765,6 +805,17 @@ mod tests {
     }
 
     #[test]
+    fn duplicate_keys_are_located() {
+        let found =
+            duplicate_keys(br#"{"a":1,"b":[{"x":1},{"x":2,"x":3,"x":4}],"a":{"c":1,"c":2}}"#)
+                .unwrap();
+        let shown: Vec<String> = found.iter().map(ToString::to_string).collect();
+        assert_eq!(shown, ["b[1].x", "b[1].x", "a.c", "a"]);
+        assert!(duplicate_keys(b"{\"a\":1,}").is_err());
+        assert_eq!(duplicate_keys(b"[NaN, {\"k\": Infinity}]").unwrap(), vec![]);
+    }
+
+    #[test]
     fn anything_unusual_takes_the_tree_path() {
         for memory in [
             r#"{"a":1,"a":2}"#,
@@ -793,5 +844,83 @@ mod tests {
         // 255 empty-innermost containers still validate, so may stay text.
         assert_eq!(with_depth(255), (1, 0));
         assert_eq!(with_depth(256), (0, 1));
+    }
+
+    /// JSON-ish text built from tricky tokens: duplicate and escaped keys,
+    /// non-finite numbers, surrogates, control characters, odd whitespace.
+    fn tricky_text() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            Just("null".to_owned()),
+            Just("true".to_owned()),
+            Just("NaN".to_owned()),
+            Just("-Infinity".to_owned()),
+            Just("1e400".to_owned()),
+            Just("-0".to_owned()),
+            Just("123456789012345678901234567890".to_owned()),
+            Just("1.5E-3".to_owned()),
+            Just("01".to_owned()),
+            Just(r#""\ud83d\ude00""#.to_owned()),
+            Just(r#""\ud800""#.to_owned()),
+            Just("\"tab\there\"".to_owned()),
+            Just("\"ok \\n\"".to_owned()),
+            Just("[]".to_owned()),
+            Just("{}".to_owned()),
+        ];
+        let key = prop_oneof![
+            Just(r#""a""#),
+            Just(r#""b""#),
+            Just(r#""\u0061""#),
+            Just(r#""a b""#),
+        ];
+        leaf.prop_recursive(5, 48, 5, move |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..4)
+                    .prop_map(|v| format!("[{}]", v.join(" , "))),
+                proptest::collection::vec((key.clone(), inner), 0..5).prop_map(|kv| {
+                    let body: Vec<String> =
+                        kv.into_iter().map(|(k, v)| format!("{k}:\n{v}")).collect();
+                    format!("{{{}}}", body.join(","))
+                }),
+            ]
+        })
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
+
+        /// Keeping clean objects as text never changes a verdict or a value.
+        #[test]
+        fn the_text_path_agrees_with_the_tree_path(value in tricky_text(), deep in 0usize..3) {
+            let value = match deep {
+                1 => format!("{}{value}{}", "[".repeat(253), "]".repeat(253)),
+                2 => format!("{}{value}{}", "[".repeat(254), "]".repeat(254)),
+                _ => value,
+            };
+            let body = format!(
+                r#"{{"request_id":"r","inputs":[{{"id":1,"instruction":{{"type":"user","content":""}},"memory":{{"m":{value}}},"attributes":{value2}}}]}}"#,
+                value2 = if value.starts_with('{') { value.as_str() } else { "{}" },
+            );
+            let fast = parse_with(body.as_bytes(), &REQUEST)
+                .and_then(crate::validate::request);
+            let slow = parse(body.as_bytes()).and_then(crate::validate::request);
+            match (fast, slow) {
+                (Ok(a), Ok(b)) => {
+                    // Same value, and the kept text reads back the same
+                    // (a duplicate key kept verbatim would differ here).
+                    let (ta, tb) = (a.to_json_string(), b.to_json_string());
+                    proptest::prop_assert_eq!(&a, &b);
+                    let back = parse(ta.as_bytes()).unwrap();
+                    proptest::prop_assert_eq!(&back, &parse(tb.as_bytes()).unwrap());
+                    proptest::prop_assert_eq!(duplicate_keys(ta.as_bytes()).unwrap(), vec![]);
+                    proptest::prop_assert_eq!(
+                        Json::from_slice(ta.as_bytes()).map(|v| v.to_json_string()).ok(),
+                        Some(tb),
+                    );
+                }
+                (Err(a), Err(b)) => proptest::prop_assert_eq!(a.issues(), b.issues()),
+                (a, b) => proptest::prop_assert!(false, "paths disagree on {body}: {a:?} vs {b:?}"),
+            }
+        }
     }
 }
