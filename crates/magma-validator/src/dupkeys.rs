@@ -1,20 +1,15 @@
 //! Finding keys that appear twice in one JSON object.
 //!
 //! magma-protocol, like the reference's `json.loads`, keeps the last value
-//! of a repeated key without a word. This scan sees every entry of every
-//! object through a serde `Visitor`. It descends at most [`MAX_DEPTH`]
-//! levels (deeper values are skipped by serde_json's iterative skipper), so
-//! no document can exhaust the stack; it stops at the first syntax error
-//! and keeps what it found before.
-
-use std::collections::HashMap;
-use std::fmt;
+//! of a repeated key without a word. [`magma_protocol::duplicate_keys`]
+//! reads the document the same way and says where each repeat is; this
+//! module groups them per object and key for the `duplicate_key` lint.
 
 use magma_protocol::{Location, Segment};
-use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
-/// Containers deeper than this are not searched for duplicate keys.
-pub const MAX_DEPTH: usize = 100;
+/// Documents nested deeper than this are not JSON to the consumers (CPython's
+/// `json.loads` refuses them), so they are not searched.
+pub const MAX_DEPTH: usize = magma_protocol::MAX_JSON_DEPTH;
 
 /// A key that appears more than once in one object.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,120 +27,41 @@ pub struct DuplicateKey {
 pub struct DuplicateScan {
     /// Repeated keys, in document order of their second occurrence.
     pub duplicates: Vec<DuplicateKey>,
-    /// `true` if part of the document was not searched (deeper than
-    /// [`MAX_DEPTH`], or after something serde_json cannot read, such as
-    /// `NaN`).
+    /// `true` if the document could not be read as JSON (then nothing was
+    /// searched).
     pub incomplete: bool,
 }
 
 /// Scans a document for repeated keys.
 pub fn find_duplicate_keys(bytes: &[u8]) -> DuplicateScan {
-    let mut state = State::default();
-    let mut de = serde_json::Deserializer::from_slice(bytes);
-    let outcome = Scan { st: &mut state }.deserialize(&mut de);
-    let mut scan = DuplicateScan {
-        duplicates: Vec::new(),
-        incomplete: outcome.is_err() || state.skipped,
+    let Ok(repeats) = magma_protocol::duplicate_keys(bytes) else {
+        return DuplicateScan {
+            duplicates: Vec::new(),
+            incomplete: true,
+        };
     };
-    // Report each (object, key) once, with its count.
-    for (object, key, count) in state.found {
-        scan.duplicates.push(DuplicateKey {
-            object: Location::from(object),
-            key,
-            count,
-        });
-    }
-    scan
-}
-
-#[derive(Default)]
-struct State {
-    path: Vec<Segment>,
-    /// (object path, key, count), count updated in place.
-    found: Vec<(Vec<Segment>, String, usize)>,
-    skipped: bool,
-}
-
-struct Scan<'s> {
-    st: &'s mut State,
-}
-
-impl<'de> DeserializeSeed<'de> for Scan<'_> {
-    type Value = ();
-
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        if self.st.path.len() >= MAX_DEPTH {
-            self.st.skipped = true;
-            d.deserialize_ignored_any(IgnoredAny)?;
-            return Ok(());
-        }
-        d.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for Scan<'_> {
-    type Value = ();
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("any JSON value")
-    }
-
-    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_str<E>(self, _: &str) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_unit<E>(self) -> Result<(), E> {
-        Ok(())
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        let mut index = 0usize;
-        loop {
-            self.st.path.push(Segment::Index(index));
-            let next = seq.next_element_seed(Scan { st: self.st });
-            self.st.path.pop();
-            match next? {
-                Some(()) => index += 1,
-                None => return Ok(()),
-            }
+    let mut duplicates: Vec<DuplicateKey> = Vec::new();
+    for at in repeats {
+        let mut segments = at.segments().to_vec();
+        let Some(Segment::Key(key)) = segments.pop() else {
+            continue;
+        };
+        let object = Location::from(segments);
+        match duplicates
+            .iter_mut()
+            .find(|d| d.object == object && d.key == key)
+        {
+            Some(d) => d.count += 1,
+            None => duplicates.push(DuplicateKey {
+                object,
+                key,
+                count: 2,
+            }),
         }
     }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        // key -> index into `found` once repeated (usize::MAX while seen once).
-        let mut seen: HashMap<String, usize> = HashMap::new();
-        while let Some(key) = map.next_key::<String>()? {
-            match seen.get_mut(&key) {
-                None => {
-                    self.st.path.push(Segment::Key(key.clone()));
-                    seen.insert(key, usize::MAX);
-                }
-                Some(slot) if *slot == usize::MAX => {
-                    *slot = self.st.found.len();
-                    self.st.found.push((self.st.path.clone(), key.clone(), 2));
-                    self.st.path.push(Segment::Key(key));
-                }
-                Some(slot) => {
-                    self.st.found[*slot].2 += 1;
-                    self.st.path.push(Segment::Key(key));
-                }
-            }
-            let value = map.next_value_seed(Scan { st: self.st });
-            self.st.path.pop();
-            value?;
-        }
-        Ok(())
+    DuplicateScan {
+        duplicates,
+        incomplete: false,
     }
 }
 
@@ -175,24 +91,26 @@ mod tests {
     }
 
     #[test]
-    fn deep_documents_are_skipped_not_overflowed() {
+    fn documents_too_deep_for_json_loads_are_not_searched() {
         let deep = format!("{}{}", "[".repeat(200_000), "]".repeat(200_000));
         let scan = find_duplicate_keys(deep.as_bytes());
         assert!(scan.duplicates.is_empty() && scan.incomplete);
+        // Within the limit, any depth is searched.
         let deep_obj = format!(
-            r#"{{"k":1,"k":2,"d":{}{}}}"#,
-            r#"{"a":"#.repeat(5000),
-            "}".repeat(5000).replacen('}', "1}", 1)
+            r#"{{"k":1,"k":2,"d":{}1{}}}"#,
+            r#"{"a":1,"a":"#.repeat(1400),
+            "}".repeat(1400)
         );
         let scan = find_duplicate_keys(deep_obj.as_bytes());
-        assert_eq!(scan.duplicates.len(), 1);
-        assert!(scan.incomplete);
+        assert_eq!(scan.duplicates.len(), 1401);
+        assert!(!scan.incomplete);
     }
 
     #[test]
-    fn stops_at_what_serde_json_cannot_read_keeping_earlier_finds() {
+    fn reads_past_nan_like_the_reference() {
         let scan = find_duplicate_keys(br#"{"a":1,"a":2,"m":NaN,"b":1,"b":2}"#);
-        assert_eq!(scan.duplicates.len(), 1);
-        assert!(scan.incomplete);
+        assert_eq!(scan.duplicates.len(), 2);
+        assert!(!scan.incomplete);
+        assert!(find_duplicate_keys(b"{\"a\":").incomplete);
     }
 }
