@@ -10,93 +10,17 @@
 //!
 //! Everything runs on 127.0.0.1 and is stopped at the end, also on failure.
 
-use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 
+use crate::process::{Guard, cargo, free_port, run_inherited, target_dir, wait_for_port};
 use crate::python;
-
-/// A child process that is killed when dropped.
-struct Guard {
-    name: &'static str,
-    child: Child,
-}
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-        }
-        let _ = self.child.wait();
-    }
-}
-
-impl Guard {
-    fn spawn(name: &'static str, cmd: &mut Command) -> Result<Guard> {
-        let child = cmd
-            .stdin(Stdio::null())
-            .spawn()
-            .with_context(|| format!("starting {name}: {cmd:?}"))?;
-        Ok(Guard { name, child })
-    }
-
-    fn ensure_running(&mut self) -> Result<()> {
-        if let Some(status) = self.child.try_wait()? {
-            bail!("{} exited early with {status}", self.name);
-        }
-        Ok(())
-    }
-}
-
-fn free_port() -> Result<u16> {
-    let listener = TcpListener::bind("127.0.0.1:0").context("binding a free loopback port")?;
-    Ok(listener.local_addr()?.port())
-}
-
-/// Waits until something accepts connections on `port`.
-fn wait_for_port(guard: &mut Guard, port: u16, within: Duration) -> Result<()> {
-    let deadline = Instant::now() + within;
-    loop {
-        guard.ensure_running()?;
-        if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            return Ok(());
-        }
-        if Instant::now() > deadline {
-            bail!(
-                "{} did not listen on port {port} within {within:?}",
-                guard.name
-            );
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-fn cargo() -> Command {
-    Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
-}
-
-fn target_dir(root: &Path) -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .map_or_else(
-            || root.join("target"),
-            |p| if p.is_absolute() { p } else { root.join(p) },
-        )
-}
 
 fn run_checked(what: &str, cmd: &mut Command) -> Result<()> {
     eprintln!("xtask interop: {what}");
-    let status = cmd
-        .stdin(Stdio::null())
-        .status()
-        .with_context(|| format!("running {cmd:?}"))?;
-    if !status.success() {
-        bail!("{what}: failed with {status}");
-    }
-    Ok(())
+    run_inherited(what, cmd)
 }
 
 pub(crate) fn run() -> Result<()> {

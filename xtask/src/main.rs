@@ -7,8 +7,12 @@
 
 mod codegen;
 mod conformance;
+mod deny;
 mod interop;
+mod process;
 mod python;
+mod release;
+mod schemathesis;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -39,6 +43,21 @@ const SUBCOMMANDS: &[(&str, &str)] = &[
         "interop",
         "run magma-server under a BENCH-like Python client and magma-client against a FastAPI \
      agent on magma-core 2.0.1, over HTTP and HTTPS",
+    ),
+    (
+        "schemathesis [--max-examples N] [--seed N]",
+        "fuzz magma-server (demo agent, loopback) with schemathesis from docs/openapi.json; \
+     fails on any failed check",
+    ),
+    (
+        "release X.Y.Z [--tag] [--commit] [--dry-run]",
+        "bump the lockstep version, date the CHANGELOG's Unreleased section, run `cargo publish \
+     --workspace --dry-run`; see RELEASING.md",
+    ),
+    (
+        "deny [--advisories]",
+        "cargo deny check bans licenses sources (installs cargo-deny if missing; --advisories \
+     also checks RustSec, which needs GitHub)",
     ),
 ];
 
@@ -115,6 +134,18 @@ fn run(args: Vec<String>) -> Result<()> {
                 bail!("unknown option `{other}` for `interop`\n\n{}", help());
             }
             interop::run()
+        }
+        "schemathesis" => schemathesis::run(&schemathesis::Options::parse(rest)?),
+        "release" => release::run(&release::Options::parse(rest)?),
+        "deny" => {
+            let mut advisories = false;
+            for arg in rest {
+                match arg.as_str() {
+                    "--advisories" => advisories = true,
+                    other => bail!("unknown option `{other}` for `deny`\n\n{}", help()),
+                }
+            }
+            deny::run(advisories)
         }
         other => bail!("unknown subcommand `{other}`\n\n{}", help()),
     }
