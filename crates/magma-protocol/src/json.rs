@@ -216,8 +216,21 @@ impl Clone for Object {
             ObjectRepr::Map(m) => Object {
                 repr: ObjectRepr::Map(m.clone()),
             },
-            ObjectRepr::Raw { text, .. } => Object::from_validated_text(text),
+            ObjectRepr::Raw { text, parsed } => clone_text(text, parsed),
         }
+    }
+}
+
+/// A copy is usually made to be changed: keep the parsed entries, if any, so
+/// the change does not parse the text again. Kept out of line so that the
+/// frames of a deep recursive clone stay small.
+#[inline(never)]
+fn clone_text(text: &str, parsed: &std::sync::OnceLock<Map<Json>>) -> Object {
+    Object {
+        repr: ObjectRepr::Raw {
+            text: text.into(),
+            parsed: parsed.clone(),
+        },
     }
 }
 

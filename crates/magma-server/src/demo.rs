@@ -76,8 +76,11 @@ impl Agent for DemoAgent {
             memory.insert("steps", Json::from(steps + 1));
             Candidate::new(memory, decide(input))
         };
-        // `n` is at most the server's max_candidates.
-        Ok((0..n).map(|_| candidate.clone()).collect())
+        // `n` is at most the server's max_candidates; the last candidate
+        // takes the original instead of a copy.
+        let mut out: Vec<Candidate> = (1..n).map(|_| candidate.clone()).collect();
+        out.push(candidate);
+        Ok(out)
     }
 }
 
