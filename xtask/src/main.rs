@@ -5,6 +5,8 @@
 //! [`run`]; add new ones to [`SUBCOMMANDS`] and to the `match` there.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+mod bench;
+mod bench_helpers;
 mod codegen;
 mod conformance;
 mod deny;
@@ -53,6 +55,11 @@ const SUBCOMMANDS: &[(&str, &str)] = &[
         "release X.Y.Z [--tag] [--commit] [--dry-run]",
         "bump the lockstep version, date the CHANGELOG's Unreleased section, run `cargo publish \
      --workspace --dry-run`; see RELEASING.md",
+    ),
+    (
+        "bench [--quick] [--reps N] [--duration SECS] [--only parse,http,batch,memory,client]",
+        "reproduce the table of docs/performance.md (criterion, wrk, hyperfine; installs wrk and \
+     hyperfine, builds release binaries and the Python venv)",
     ),
     (
         "deny [--advisories]",
@@ -147,6 +154,9 @@ fn run(args: Vec<String>) -> Result<()> {
             }
             deny::run(advisories)
         }
+        "bench" => bench::run(&bench::Options::parse(rest)?),
+        // Internal: the floor server and the magma-client loop, run by `bench` (release build).
+        "bench-helper" => bench_helpers::run(rest),
         other => bail!("unknown subcommand `{other}`\n\n{}", help()),
     }
 }
