@@ -10,11 +10,14 @@ mod bench_helpers;
 mod codegen;
 mod conformance;
 mod deny;
+mod deploy;
+mod fuzz;
 mod interop;
 mod process;
 mod python;
 mod release;
 mod schemathesis;
+mod soak;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -57,9 +60,24 @@ const SUBCOMMANDS: &[(&str, &str)] = &[
      --workspace --dry-run`; see RELEASING.md",
     ),
     (
+        "deploy-check",
+        "two magma-server replicas behind nginx (TLS, path prefix, load balancing) on loopback; \
+     the BENCH-like client passes, one replica is killed mid-run (installs nginx if missing)",
+    ),
+    (
+        "fuzz [--seconds N] [--target T]",
+        "build the cargo-fuzz targets under fuzz/ and run each N s (default 20), seeded from the \
+     reference fixtures (installs cargo-fuzz if missing)",
+    ),
+    (
         "bench [--quick] [--reps N] [--duration SECS] [--only parse,http,batch,memory,client]",
         "reproduce the table of docs/performance.md (criterion, wrk, hyperfine; installs wrk and \
      hyperfine, builds release binaries and the Python venv)",
+    ),
+    (
+        "soak [--minutes N]",
+        "N minutes (default 5) of mixed load on the release magma-server on loopback; fails on \
+     any unexpected answer or an upward RSS trend",
     ),
     (
         "deny [--advisories]",
@@ -144,6 +162,14 @@ fn run(args: Vec<String>) -> Result<()> {
         }
         "schemathesis" => schemathesis::run(&schemathesis::Options::parse(rest)?),
         "release" => release::run(&release::Options::parse(rest)?),
+        "deploy-check" => {
+            if let Some(other) = rest.first() {
+                bail!("unknown option `{other}` for `deploy-check`\n\n{}", help());
+            }
+            deploy::run()
+        }
+        "fuzz" => fuzz::run(&fuzz::Options::parse(rest)?),
+        "soak" => soak::run(&soak::Options::parse(rest)?),
         "deny" => {
             let mut advisories = false;
             for arg in rest {

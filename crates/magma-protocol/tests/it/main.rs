@@ -7,4 +7,5 @@ mod exchange;
 mod fixtures;
 mod hostile;
 mod public_corpus;
+mod regression;
 mod roundtrip;

@@ -4,6 +4,7 @@ mod support;
 
 mod demo;
 mod faults;
+mod hostile;
 mod http_table;
 mod limits;
 mod memory;

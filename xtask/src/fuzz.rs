@@ -1,0 +1,393 @@
+//! `cargo xtask fuzz [--seconds N] [--target NAME]...`: builds every cargo-fuzz target under
+//! `fuzz/` and runs each for N seconds (default 20), seeded from the reference fixtures.
+//!
+//! cargo-fuzz is installed from crates.io (`cargo install --locked`, pinned) when `cargo fuzz`
+//! is missing. It needs nightly compiler flags (`-Zsanitizer=address`); on the stable toolchain
+//! of these machines they are enabled with `RUSTC_BOOTSTRAP=1`, set for the fuzz commands only.
+//!
+//! Seeds: every document of `crates/magma-protocol/tests/fixtures/reference.jsonl`, sorted by
+//! kind (request, response, info, health, exchange as `request \0 response`), the `env`
+//! contents and the `tools` lists of its requests, at most [`MAX_SEEDS`] per target, written to
+//! `fuzz/seeds/<target>/` (git-ignored, rewritten on each run). libFuzzer grows its working
+//! corpus in `fuzz/corpus/<target>/` and writes a crashing input to `fuzz/artifacts/<target>/`;
+//! a crash fails the command and should become a test in
+//! `crates/magma-protocol/tests/it/regression.rs`.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use serde_json::Value;
+
+use crate::process::{cargo, fmt_duration, run_inherited};
+
+/// The cargo-fuzz release used (installed when `cargo fuzz` is missing).
+const CARGO_FUZZ_VERSION: &str = "0.13.2";
+
+/// The fuzz targets, in the order they run.
+pub(crate) const TARGETS: &[&str] = &[
+    "request",
+    "response",
+    "info",
+    "health",
+    "exchange",
+    "env_feedback",
+    "tool_schema",
+];
+
+/// Seeds per target, at most.
+const MAX_SEEDS: usize = 300;
+
+/// What `cargo xtask fuzz` was asked to do.
+#[derive(Debug, PartialEq)]
+pub(crate) struct Options {
+    /// Seconds per target.
+    pub(crate) seconds: u64,
+    /// Targets to run (all when empty).
+    pub(crate) targets: Vec<String>,
+}
+
+impl Options {
+    pub(crate) fn parse(args: &[String]) -> Result<Options> {
+        let mut options = Options {
+            seconds: 20,
+            targets: Vec::new(),
+        };
+        let mut args = args.iter();
+        while let Some(arg) = args.next() {
+            match arg.as_str() {
+                "--seconds" => {
+                    let value = args.next().context("--seconds needs a value")?;
+                    options.seconds = value
+                        .parse()
+                        .with_context(|| format!("--seconds {value}: not a whole number"))?;
+                    if options.seconds == 0 {
+                        bail!("--seconds must be at least 1");
+                    }
+                }
+                "--target" => {
+                    let value = args.next().context("--target needs a value")?;
+                    if !TARGETS.contains(&value.as_str()) {
+                        bail!(
+                            "unknown fuzz target `{value}` (targets: {})",
+                            TARGETS.join(", ")
+                        );
+                    }
+                    options.targets.push(value.clone());
+                }
+                other => bail!("unknown option `{other}` for `fuzz`"),
+            }
+        }
+        Ok(options)
+    }
+}
+
+/// One target's run, from libFuzzer's final statistics.
+#[derive(Debug, Default, PartialEq)]
+struct Stats {
+    executions: u64,
+    per_second: u64,
+    peak_rss_mb: u64,
+}
+
+pub(crate) fn run(options: &Options) -> Result<()> {
+    let root = crate::project_root()?;
+    let fuzz_dir = root.join("fuzz");
+    ensure_cargo_fuzz()?;
+    let counts = write_seeds(
+        &root.join("crates/magma-protocol/tests/fixtures/reference.jsonl"),
+        &fuzz_dir.join("seeds"),
+    )?;
+    for (target, n) in &counts {
+        eprintln!("xtask fuzz: {n} seeds for {target}");
+    }
+
+    eprintln!("xtask fuzz: cargo fuzz build (RUSTC_BOOTSTRAP=1)");
+    run_inherited(
+        "cargo fuzz build",
+        fuzz_command(&fuzz_dir).args(["fuzz", "build"]),
+    )?;
+
+    let targets: Vec<&str> = if options.targets.is_empty() {
+        TARGETS.to_vec()
+    } else {
+        options.targets.iter().map(String::as_str).collect()
+    };
+    let mut rows = Vec::new();
+    for target in targets {
+        let corpus = fuzz_dir.join("corpus").join(target);
+        fs::create_dir_all(&corpus)?;
+        let started = Instant::now();
+        eprintln!("xtask fuzz: running {target} for {} s", options.seconds);
+        let output = fuzz_command(&fuzz_dir)
+            .args(["fuzz", "run", target])
+            .arg(&corpus)
+            .arg(fuzz_dir.join("seeds").join(target))
+            .args([
+                "--",
+                &format!("-max_total_time={}", options.seconds),
+                "-max_len=65536",
+                "-rss_limit_mb=2048",
+                "-timeout=10",
+                "-print_final_stats=1",
+            ])
+            .stdout(Stdio::inherit())
+            .stderr(Stdio::piped())
+            .output()
+            .with_context(|| format!("running cargo fuzz run {target}"))?;
+        let log = String::from_utf8_lossy(&output.stderr);
+        let log_file = crate::xtask_dir()?.join(format!("fuzz-{target}.log"));
+        fs::create_dir_all(log_file.parent().expect("a parent"))?;
+        fs::write(&log_file, log.as_bytes())?;
+        if !output.status.success() {
+            let tail: Vec<&str> = log.lines().rev().take(40).collect();
+            eprintln!("{}", tail.into_iter().rev().collect::<Vec<_>>().join("\n"));
+            bail!(
+                "fuzz target {target} failed ({}); the crashing input is in {}, the log in {}",
+                output.status,
+                fuzz_dir.join("artifacts").join(target).display(),
+                log_file.display()
+            );
+        }
+        let stats = parse_stats(&log);
+        rows.push((target, stats, started.elapsed()));
+    }
+    println!(
+        "fuzz: {:<14} {:>12} {:>10} {:>10} {:>9}",
+        "target", "executions", "exec/s", "rss (MB)", "time"
+    );
+    for (target, stats, elapsed) in &rows {
+        println!(
+            "fuzz: {target:<14} {:>12} {:>10} {:>10} {:>9}",
+            stats.executions,
+            stats.per_second,
+            stats.peak_rss_mb,
+            fmt_duration(*elapsed)
+        );
+    }
+    println!("fuzz: {} targets, no crash", rows.len());
+    Ok(())
+}
+
+/// `cargo` in `fuzz/`, with nightly flags allowed and the fuzz project's own target dir.
+fn fuzz_command(fuzz_dir: &Path) -> Command {
+    let mut cmd = cargo();
+    cmd.current_dir(fuzz_dir)
+        .env("RUSTC_BOOTSTRAP", "1")
+        .env_remove("CARGO_TARGET_DIR")
+        .stdin(Stdio::null());
+    cmd
+}
+
+/// Makes sure `cargo fuzz` runs, installing the pinned release from crates.io if it does not.
+fn ensure_cargo_fuzz() -> Result<()> {
+    let present = cargo()
+        .args(["fuzz", "--version"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if present {
+        return Ok(());
+    }
+    eprintln!(
+        "xtask fuzz: cargo-fuzz is not installed; installing cargo-fuzz {CARGO_FUZZ_VERSION} from \
+         crates.io with `cargo install --locked cargo-fuzz@{CARGO_FUZZ_VERSION}` (once, a few \
+         minutes)"
+    );
+    run_inherited(
+        "cargo install cargo-fuzz",
+        cargo().args([
+            "install",
+            "--locked",
+            &format!("cargo-fuzz@{CARGO_FUZZ_VERSION}"),
+        ]),
+    )
+}
+
+/// libFuzzer's `-print_final_stats=1` lines: `stat::number_of_executed_units: 123`.
+fn parse_stats(log: &str) -> Stats {
+    let mut stats = Stats::default();
+    for line in log.lines() {
+        let Some((key, value)) = line
+            .strip_prefix("stat::")
+            .and_then(|rest| rest.split_once(':'))
+        else {
+            continue;
+        };
+        let (key, value) = (key.trim(), value.trim());
+        let value = value.parse().unwrap_or(0);
+        match key {
+            "number_of_executed_units" => stats.executions = value,
+            "average_exec_per_sec" => stats.per_second = value,
+            "peak_rss_mb" => stats.peak_rss_mb = value,
+            _ => {}
+        }
+    }
+    stats
+}
+
+/// Writes the seed corpora under `out/<target>/`; returns the count per target.
+fn write_seeds(fixtures: &Path, out: &Path) -> Result<Vec<(&'static str, usize)>> {
+    let text =
+        fs::read_to_string(fixtures).with_context(|| format!("reading {}", fixtures.display()))?;
+    let seeds = seeds_from_fixtures(&text)?;
+    let mut counts = Vec::new();
+    for (target, docs) in seeds {
+        let dir = out.join(target);
+        if dir.exists() {
+            fs::remove_dir_all(&dir)?;
+        }
+        fs::create_dir_all(&dir)?;
+        for (i, doc) in docs.iter().enumerate() {
+            fs::write(dir.join(format!("seed-{i:04}")), doc)?;
+        }
+        counts.push((target, docs.len()));
+    }
+    Ok(counts)
+}
+
+/// One seed file's bytes.
+type Seed = Vec<u8>;
+
+/// A target's seeds, in order, and the set of them for deduplication.
+type Slot = (&'static str, Vec<Seed>, BTreeSet<Seed>);
+
+/// The seeds of each target, from the fixture file's text (deduplicated, in file order,
+/// at most [`MAX_SEEDS`] each).
+fn seeds_from_fixtures(text: &str) -> Result<Vec<(&'static str, Vec<Seed>)>> {
+    let mut seeds: Vec<Slot> = TARGETS
+        .iter()
+        .map(|t| (*t, Vec::new(), BTreeSet::new()))
+        .collect();
+    let mut push = |target: &str, doc: Vec<u8>| {
+        let slot = seeds
+            .iter_mut()
+            .find(|(t, _, _)| *t == target)
+            .expect("a known target");
+        if slot.1.len() < MAX_SEEDS && slot.2.insert(doc.clone()) {
+            slot.1.push(doc);
+        }
+    };
+    // A few hand-written env contents and tools beside the fixtures'.
+    push(
+        "env_feedback",
+        br#"{"infos": "panda: press_button succeed with message: sw0 is now pressed\nur5: pick failed with message: out of reach", "previous_tool_call": {"panda": {"name": "press_button", "arguments": {"id": "sw0"}}}, "step": 4}"#.to_vec(),
+    );
+    push(
+        "env_feedback",
+        br#"{"error": "simulator timeout", "failure_reason": "robot fell"}"#.to_vec(),
+    );
+    push(
+        "tool_schema",
+        br#"[{"type": "function", "function": {"name": "go", "description": "Go.", "parameters": {"type": "object", "properties": {"to": {"type": "string"}}, "required": ["to"]}}}, {"name": "pick", "parameters": {"x": "float", "obj": {"type": "str", "description": "what"}}, "optional": ["x"]}]"#.to_vec(),
+    );
+    for (n, line) in text.lines().enumerate().skip(1) {
+        let case: Value = serde_json::from_str(line)
+            .with_context(|| format!("fixture line {}: not JSON", n + 1))?;
+        let (Some(kind), Some(doc)) = (
+            case.get("kind").and_then(Value::as_str),
+            case.get("doc").and_then(Value::as_str),
+        ) else {
+            continue;
+        };
+        match kind {
+            "request" | "response" | "info" | "health" => push(kind, doc.as_bytes().to_vec()),
+            "exchange" => {
+                let Some(request) = case.get("request").and_then(Value::as_str) else {
+                    continue;
+                };
+                let mut both = request.as_bytes().to_vec();
+                both.push(0);
+                both.extend_from_slice(doc.as_bytes());
+                push("exchange", both);
+            }
+            _ => {}
+        }
+        if kind != "request" {
+            continue;
+        }
+        // The env contents and tool lists inside the request (valid JSON or not).
+        let Ok(request) = serde_json::from_str::<Value>(doc) else {
+            continue;
+        };
+        let inputs = request.get("inputs").and_then(Value::as_array);
+        for input in inputs.into_iter().flatten() {
+            let instruction = input.get("instruction");
+            let is_env = instruction
+                .and_then(|i| i.get("type"))
+                .and_then(Value::as_str)
+                == Some("env");
+            let content = instruction
+                .and_then(|i| i.get("content"))
+                .and_then(Value::as_str);
+            if let (true, Some(content)) = (is_env, content) {
+                push("env_feedback", content.as_bytes().to_vec());
+            }
+            if let Some(tools) = input.get("tools") {
+                push("tool_schema", tools.to_string().into_bytes());
+            }
+        }
+    }
+    Ok(seeds.into_iter().map(|(t, docs, _)| (t, docs)).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_parse() {
+        let args = |s: &[&str]| s.iter().map(|a| (*a).to_owned()).collect::<Vec<_>>();
+        assert_eq!(
+            Options::parse(&[]).unwrap(),
+            Options {
+                seconds: 20,
+                targets: vec![]
+            }
+        );
+        let o = Options::parse(&args(&["--seconds", "5", "--target", "health"])).unwrap();
+        assert_eq!(
+            o,
+            Options {
+                seconds: 5,
+                targets: vec!["health".into()]
+            }
+        );
+        assert!(Options::parse(&args(&["--seconds", "0"])).is_err());
+        assert!(Options::parse(&args(&["--target", "nope"])).is_err());
+        assert!(Options::parse(&args(&["--bogus"])).is_err());
+    }
+
+    #[test]
+    fn final_stats_are_read() {
+        let log = "#1234 DONE cov: 1\nstat::number_of_executed_units: 98765\nstat::average_exec_per_sec:     4321\nstat::new_units_added:          12\nstat::slowest_unit_time_sec:    0\nstat::peak_rss_mb:              77\n";
+        assert_eq!(
+            parse_stats(log),
+            Stats {
+                executions: 98765,
+                per_second: 4321,
+                peak_rss_mb: 77
+            }
+        );
+    }
+
+    #[test]
+    fn every_target_gets_seeds_from_the_fixtures() {
+        let root = crate::project_root().unwrap();
+        let text =
+            fs::read_to_string(root.join("crates/magma-protocol/tests/fixtures/reference.jsonl"))
+                .unwrap();
+        let seeds = seeds_from_fixtures(&text).unwrap();
+        assert_eq!(seeds.len(), TARGETS.len());
+        for (target, docs) in &seeds {
+            assert!(!docs.is_empty(), "no seed for {target}");
+            assert!(docs.len() <= MAX_SEEDS);
+        }
+        let exchange = &seeds.iter().find(|(t, _)| *t == "exchange").unwrap().1;
+        assert!(exchange.iter().all(|d| d.contains(&0)));
+    }
+}
