@@ -197,18 +197,37 @@ fn describe_entry(entry: &Json) -> String {
     }
 }
 
+/// At most [`SHOWN_CHARS`] characters of `text`, control characters escaped.
+fn shown(text: &str) -> String {
+    let mut out = String::new();
+    for (i, c) in text.chars().enumerate() {
+        if i == SHOWN_CHARS {
+            out.push_str("...");
+            break;
+        }
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// How much of an agent's error text `Display` shows; the whole body stays
+/// available through [`HttpStatus::body`].
+const SHOWN_CHARS: usize = 200;
+
 impl fmt::Display for HttpStatus {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "HTTP {}", self.status)?;
+        // What the agent sent is shown cut short and with control characters
+        // escaped: an agent must not be able to flood or forge a tool's logs.
         if let Some(d) = self.detail_message() {
-            return write!(f, ": {d}");
+            return write!(f, ": {}", shown(&d));
         }
         if !self.body.is_empty() {
-            let text = String::from_utf8_lossy(&self.body);
-            let text = text.trim();
-            let short: String = text.chars().take(200).collect();
-            let more = if short.len() < text.len() { "..." } else { "" };
-            write!(f, ": {short}{more}")?;
+            write!(f, ": {}", shown(String::from_utf8_lossy(&self.body).trim()))?;
         }
         Ok(())
     }
@@ -370,5 +389,47 @@ impl StdError for Error {
                 .as_deref()
                 .map(|e| e as &(dyn StdError + 'static)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_agents_error_text_is_shown_short_and_escaped() {
+        let flood = format!(
+            "{}\nERROR forged log line{}",
+            "x".repeat(10),
+            "y".repeat(5000)
+        );
+        let body = Json::from(vec![]).to_json_string();
+        assert_eq!(body, "[]");
+        let detail = magma_protocol::json!({ "detail": flood.as_str() }).to_json_string();
+        let status = HttpStatus::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            HeaderMap::new(),
+            detail.into(),
+        );
+        let shown = status.to_string();
+        assert!(!shown.contains('\n'), "{shown}");
+        assert!(shown.contains("\\nERROR forged"), "{shown}");
+        assert!(shown.ends_with("..."), "{shown}");
+        assert!(
+            shown.chars().count() < 260,
+            "{} chars",
+            shown.chars().count()
+        );
+        // The body is all still there for whoever needs it.
+        assert!(status.body().len() > 5000);
+        let raw = HttpStatus::new(
+            StatusCode::BAD_GATEWAY,
+            HeaderMap::new(),
+            Bytes::from_static(b"<html>\r\nbad</html>"),
+        );
+        assert_eq!(
+            raw.to_string(),
+            "HTTP 502 Bad Gateway: <html>\\r\\nbad</html>"
+        );
     }
 }

@@ -68,10 +68,11 @@ pub fn json_type_of(declared: &str) -> &'static str {
 
 impl ToolDescription {
     /// Reads one entry of an input's `tools`.
-    pub fn from_object(tool: &Object) -> Result<ToolDescription, ToolError> {
-        // OpenAI shape: {"type": "function", "function": {...}}.
-        if let Some(Json::Object(inner)) = tool.get("function") {
-            return ToolDescription::from_object(inner);
+    pub fn from_object(mut tool: &Object) -> Result<ToolDescription, ToolError> {
+        // OpenAI shape: {"type": "function", "function": {...}}; unwrapped in
+        // a loop, so no nesting can exhaust the stack.
+        while let Some(Json::Object(inner)) = tool.get("function") {
+            tool = inner;
         }
         let name = match tool.get("name") {
             Some(Json::String(s)) if !s.is_empty() => s.clone(),
@@ -294,6 +295,23 @@ mod tests {
             ToolDescription::from_object(&obj(r#"{"name":"x","arguments":[1]}"#)),
             Err(ToolError::BadParameters(_))
         ));
+        // Wrappers nested as deep as a document may be are unwrapped without recursion.
+        let deep = format!(
+            "{}{}{}",
+            r#"{"function":"#.repeat(1400),
+            r#"{"name":"deep"}"#,
+            "}".repeat(1400)
+        );
+        let deep = obj(&deep);
+        // (The value itself is dropped on this thread: dropping is recursive.)
+        let (name, deep) = std::thread::Builder::new()
+            .stack_size(64 * 1024)
+            .spawn(move || (ToolDescription::from_object(&deep).map(|d| d.name), deep))
+            .unwrap()
+            .join()
+            .unwrap();
+        assert_eq!(name.unwrap(), "deep");
+        drop(deep);
         let cancel = ToolDescription::from_object(&obj(
             r#"{"name":"cancel_current_action","arguments":{}}"#,
         ))
