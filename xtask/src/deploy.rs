@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
-use crate::process::{Guard, cargo, free_port, run_inherited, target_dir, wait_for_port};
+use crate::process::{Guard, free_port, run_inherited, wait_for_port};
 use crate::python;
 
 /// The URL path prefix the agent is served under.
@@ -37,21 +37,7 @@ pub(crate) fn run() -> Result<()> {
         &root.join("xtask/python/requirements-interop.txt"),
         &["magma-core==2.0.1"],
     )?;
-    eprintln!("xtask deploy-check: building magma-server (feature tls)");
-    run_inherited(
-        "cargo build magma-server",
-        cargo().current_dir(&root).args([
-            "build",
-            "--quiet",
-            "-p",
-            "magma-server",
-            "--features",
-            "tls",
-            "--bin",
-            "magma-server",
-        ]),
-    )?;
-    let server_bin = target_dir(&root).join("debug").join("magma-server");
+    let server_bin = crate::process::build_magma_server(&root, false, true)?;
     let dir = crate::xtask_dir()?.join("deploy");
     if dir.exists() {
         fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))?;

@@ -30,19 +30,7 @@ pub(crate) fn run() -> Result<()> {
         &root.join("xtask/python/requirements-interop.txt"),
         &["magma-core==2.0.1"],
     )?;
-    run_checked(
-        "building magma-server and the magma-client interop example (feature tls)",
-        cargo().current_dir(&root).args([
-            "build",
-            "--quiet",
-            "-p",
-            "magma-server",
-            "--features",
-            "tls",
-            "--bin",
-            "magma-server",
-        ]),
-    )?;
+    let server_bin = crate::process::build_magma_server(&root, false, true)?;
     run_checked(
         "building the magma-client interop example",
         cargo().current_dir(&root).args([
@@ -57,7 +45,6 @@ pub(crate) fn run() -> Result<()> {
         ]),
     )?;
     let bin = target_dir(&root).join("debug");
-    let server_bin = bin.join("magma-server");
     let client_example = bin.join("examples").join("interop");
     let tls_dir = crate::xtask_dir()?.join("interop-tls");
     std::fs::create_dir_all(&tls_dir).with_context(|| format!("creating {}", tls_dir.display()))?;

@@ -83,6 +83,36 @@ pub(crate) fn target_dir(root: &Path) -> PathBuf {
         )
 }
 
+/// Builds the `magma-server` binary (debug or `release`, with or without the
+/// `tls` feature) and returns its path.
+pub(crate) fn build_magma_server(root: &Path, release: bool, tls: bool) -> Result<PathBuf> {
+    let mut cmd = cargo();
+    cmd.current_dir(root).args([
+        "build",
+        "--quiet",
+        "-p",
+        "magma-server",
+        "--bin",
+        "magma-server",
+    ]);
+    if release {
+        cmd.arg("--release");
+    }
+    if tls {
+        cmd.args(["--features", "tls"]);
+    }
+    let what = format!(
+        "building magma-server ({}{})",
+        if release { "release" } else { "debug" },
+        if tls { ", feature tls" } else { "" }
+    );
+    eprintln!("xtask: {what}");
+    run_inherited(&what, &mut cmd)?;
+    Ok(target_dir(root)
+        .join(if release { "release" } else { "debug" })
+        .join(format!("magma-server{}", std::env::consts::EXE_SUFFIX)))
+}
+
 /// Runs `cmd` with inherited output (standard input closed) and fails on a non-zero exit.
 pub(crate) fn run_inherited(what: &str, cmd: &mut Command) -> Result<()> {
     let status = cmd

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
-use crate::process::{Guard, cargo, fmt_duration, free_port, run_inherited, wait_for_port};
+use crate::process::{Guard, fmt_duration, free_port, wait_for_port};
 use crate::python;
 
 /// The response checks run on every test case: the server never answers 5xx (503 is in the
@@ -100,21 +100,7 @@ pub(crate) fn run(options: &Options) -> Result<()> {
         &[],
     )?;
 
-    eprintln!("xtask schemathesis: building magma-server");
-    run_inherited(
-        "building magma-server",
-        cargo().current_dir(&root).args([
-            "build",
-            "--quiet",
-            "-p",
-            "magma-server",
-            "--bin",
-            "magma-server",
-        ]),
-    )?;
-    let server_bin = crate::process::target_dir(&root)
-        .join("debug")
-        .join(format!("magma-server{}", std::env::consts::EXE_SUFFIX));
+    let server_bin = crate::process::build_magma_server(&root, false, false)?;
 
     // Schemathesis runs in a scratch directory of its own: it reads `schemathesis.toml` from
     // the working directory, and no file of the repository should influence or receive it.

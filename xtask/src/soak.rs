@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use magma_protocol::{AgentRequest, AgentResponse};
 
-use crate::process::{cargo, free_port, run_inherited, target_dir};
+use crate::process::free_port;
 
 /// Requests one worker sends at most, whatever the duration.
 const MAX_PER_WORKER: u64 = 2_000_000;
@@ -97,19 +97,7 @@ impl Tally {
 pub(crate) fn run(options: &Options) -> Result<()> {
     let root = crate::project_root()?;
     eprintln!("xtask soak: building the release magma-server");
-    run_inherited(
-        "cargo build --release magma-server",
-        cargo().current_dir(&root).args([
-            "build",
-            "--release",
-            "--quiet",
-            "-p",
-            "magma-server",
-            "--bin",
-            "magma-server",
-        ]),
-    )?;
-    let bin = target_dir(&root).join("release").join("magma-server");
+    let bin = crate::process::build_magma_server(&root, true, false)?;
     let dir = crate::xtask_dir()?.join("soak");
     std::fs::create_dir_all(&dir)?;
     let port = free_port()?;
