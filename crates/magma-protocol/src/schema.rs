@@ -95,21 +95,19 @@ impl Schema {
     ];
 
     /// Every schema: the wire types, then the error bodies.
-    pub const ALL: [Schema; 13] = [
-        Schema::AgentRequest,
-        Schema::AgentInput,
-        Schema::AgentInstruction,
-        Schema::ToolCall,
-        Schema::AgentDecision,
-        Schema::AgentError,
-        Schema::AgentOutput,
-        Schema::AgentResponse,
-        Schema::AgentHealth,
-        Schema::AgentInfo,
-        Schema::HttpValidationError,
-        Schema::ValidationError,
-        Schema::ErrorDetail,
-    ];
+    pub const ALL: [Schema; 13] = {
+        let mut all = [Schema::AgentRequest; 13];
+        let mut i = 0;
+        while i < all.len() {
+            all[i] = if i < Self::WIRE_TYPES.len() {
+                Self::WIRE_TYPES[i]
+            } else {
+                Self::ERROR_BODIES[i - Self::WIRE_TYPES.len()]
+            };
+            i += 1;
+        }
+        all
+    };
 
     /// The schema's name: the type's name, or FastAPI's name for its error
     /// bodies (`HTTPValidationError`, `ValidationError`), or `ErrorDetail`.

@@ -11,7 +11,8 @@ use std::collections::BTreeMap;
 use magma_protocol::{ErrorKind, Issue, Segment};
 use serde_json::Value;
 
-use crate::corpus::{is_deviation, verdict};
+use crate::corpus::verdict;
+use crate::deviations::is_deviation;
 
 const FIXTURES: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),

@@ -6,30 +6,15 @@
 //! missing file is a failure.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 
 use magma_protocol::ErrorKind;
 
-use crate::corpus::{is_deviation, verdict};
-
-fn corpus_path() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("MAGMA_PUBLIC_CORPUS") {
-        let p = PathBuf::from(p);
-        assert!(
-            p.is_file(),
-            "MAGMA_PUBLIC_CORPUS={} is not a file",
-            p.display()
-        );
-        return Some(p);
-    }
-    let p =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/conformance/public.jsonl");
-    p.is_file().then_some(p)
-}
+use crate::corpus::verdict;
+use crate::deviations::{is_deviation, public_corpus};
 
 #[test]
 fn public_corpus_verdicts_match_outside_deviation_families() {
-    let Some(path) = corpus_path() else {
+    let Some(path) = public_corpus(env!("CARGO_MANIFEST_DIR")) else {
         eprintln!("public corpus not found; set MAGMA_PUBLIC_CORPUS to check it");
         return;
     };

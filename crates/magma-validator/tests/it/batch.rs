@@ -4,7 +4,6 @@
 //! output line, whatever the line holds.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 
 use magma_validator::magma_protocol::{
     AgentHealth, AgentInfo, AgentRequest, AgentResponse, Error, ErrorKind, ExchangeError, Issue,
@@ -12,35 +11,13 @@ use magma_validator::magma_protocol::{
 };
 use serde_json::Value;
 
+use crate::deviations::{is_deviation, public_corpus};
 use crate::support::{code, run, stderr};
 
 const FIXTURES: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/../magma-protocol/tests/fixtures/reference.jsonl"
 );
-
-/// The families where the project deliberately differs from the reference
-/// (`docs/conformance.md`); `*` ends a prefix.
-const DEVIATIONS: &[&str] = &[
-    "nonfinite.response_memory",
-    "nonfinite.response_internal_steps",
-    "nonfinite.exchange_response_memory",
-    "dup.key.shadow_*",
-    "str.lone_surrogate*",
-    "int.beyond_i64",
-    "int.beyond_u64",
-    "int.huge",
-    "dup.input_ids.big_distinct",
-    "exchange.big_ids",
-    "int.digit_limit",
-];
-
-fn is_deviation(family: &str) -> bool {
-    DEVIATIONS.iter().any(|d| match d.strip_suffix('*') {
-        Some(prefix) => family.starts_with(prefix),
-        None => family == *d,
-    })
-}
 
 /// `type@a.0.b` of an issue, written here independently of the crate.
 fn reason(issue: &Issue) -> String {
@@ -165,24 +142,9 @@ fn verdicts_equal_magma_protocol_on_every_fixture_case() {
     );
 }
 
-fn public_corpus() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("MAGMA_PUBLIC_CORPUS") {
-        let p = PathBuf::from(p);
-        assert!(
-            p.is_file(),
-            "MAGMA_PUBLIC_CORPUS={} is not a file",
-            p.display()
-        );
-        return Some(p);
-    }
-    let p =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/conformance/public.jsonl");
-    p.is_file().then_some(p)
-}
-
 #[test]
 fn verdicts_agree_with_the_public_corpus_outside_deviation_families() {
-    let Some(path) = public_corpus() else {
+    let Some(path) = public_corpus(env!("CARGO_MANIFEST_DIR")) else {
         eprintln!("public corpus not found; set MAGMA_PUBLIC_CORPUS to check it");
         return;
     };
