@@ -31,3 +31,29 @@ pub(crate) fn bench_like_request(inputs: usize) -> String {
     out.push_str("]}");
     out
 }
+
+/// The body `cargo xtask bench` posts to the servers: a BENCH-like request of
+/// `inputs` env inputs (the skill API as BENCH sends it, robots, a short
+/// history); 8 inputs make 6676 bytes.
+#[allow(dead_code)]
+pub(crate) fn http_body(inputs: usize) -> String {
+    use std::fmt::Write;
+    let tools = r#"[{"name":"cancel_current_action","description":"Cancel the current action running on the targeted robot.","arguments":{}},{"name":"press_button","description":"Press a button.","arguments":{"id":{"description":"Button name.","type":"str"}}},{"name":"move_to","description":"Move the base to a position in the map frame.","arguments":{"x":{"description":"Target x in metres","type":"float"},"y":{"description":"Target y in metres","type":"float"}}}]"#;
+    let mut out = String::from(r#"{"request_id":"7c9e6679742540de944be07fc1f90ae7","inputs":["#);
+    for i in 0..inputs {
+        if i > 0 {
+            out.push(',');
+        }
+        let _ = write!(
+            out,
+            r#"{{"id":{i},"instruction":{{"type":"env","content":"{{\"infos\": \"panda: press_button succeed\"}}"}},"tools":{tools},"attributes":{{"objects":["sw0","sw1","cube_red","shelf"],"known_robots":["panda"],"robot_statuses":{{"panda":"FREE"}}}},"memory":{{"memory_list":[],"history":[{{"author":"USER","content":"Press sw{i}."}},{{"author":"MODEL","content":"Pressing sw{i}."}}]}},"num_outputs":1,"extra_keys":{{}}}}"#
+        );
+    }
+    out.push_str("]}");
+    out
+}
+
+/// The smallest useful request: one `user` input (`cargo xtask bench`'s
+/// tiny body).
+#[allow(dead_code)]
+pub(crate) const TINY_BODY: &str = r#"{"request_id":"r-1","inputs":[{"id":0,"instruction":{"type":"user","content":"Hello"},"num_outputs":1}]}"#;

@@ -8,15 +8,22 @@
 use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use magma_protocol::AgentRequest;
+use magma_protocol::{
+    AgentDecision, AgentRequest, AgentResponse, Candidate, Json, NonEmptyString, Object, ToolCall,
+};
 
 #[path = "bench_like.rs"]
 mod bench_like;
-use bench_like::bench_like_request;
+use bench_like::{bench_like_request, http_body};
 
 fn parse(c: &mut Criterion) {
-    for (name, inputs) in [("large_0.6MB", 52usize), ("one_input", 1)] {
-        let body = bench_like_request(inputs);
+    let bodies = [
+        ("large_0.6MB", bench_like_request(52)),
+        ("one_input", bench_like_request(1)),
+        // What `cargo xtask bench` posts to the servers (6676 bytes).
+        ("http_body_8", http_body(8)),
+    ];
+    for (name, body) in bodies {
         assert!(AgentRequest::from_slice(body.as_bytes()).is_ok());
         let mut g = c.benchmark_group(format!("parse/{name}"));
         g.throughput(Throughput::Bytes(body.len() as u64));
@@ -41,6 +48,30 @@ fn parse(c: &mut Criterion) {
     c.bench_function("serialize/large_0.6MB", |b| {
         b.iter(|| black_box(&req).to_json_string())
     });
+    let response = demo_like_response(&AgentRequest::from_slice(http_body(8).as_bytes()).unwrap());
+    c.bench_function("serialize/response_8", |b| {
+        b.iter(|| black_box(&response).to_json_string())
+    });
+}
+
+/// What magma-server's `DemoAgent` answers to `request`: the input memory
+/// plus `"steps": 1` (written into the kept text) and one tool call.
+fn demo_like_response(request: &AgentRequest) -> AgentResponse {
+    let per_input = request
+        .inputs()
+        .iter()
+        .map(|input| {
+            let mut memory = input.memory.clone();
+            memory.insert("steps", Json::from(1));
+            let call = ToolCall {
+                name: NonEmptyString::new("cancel_current_action").unwrap(),
+                arguments: Object::new(),
+                target_robot_name: NonEmptyString::new("panda").unwrap(),
+            };
+            vec![Candidate::new(memory, AgentDecision::call(vec![call]))]
+        })
+        .collect();
+    AgentResponse::assemble(request, per_input).unwrap()
 }
 
 criterion_group!(benches, parse);

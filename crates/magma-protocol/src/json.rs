@@ -8,6 +8,7 @@
 //! their key order.
 
 use std::fmt;
+use std::sync::OnceLock;
 
 /// A JSON value that keeps everything the document said.
 ///
@@ -48,11 +49,40 @@ enum ObjectRepr {
     /// Owned entries.
     Map(Map<Json>),
     /// Text of an object that passed validation (valid JSON, finite numbers,
-    /// nesting within limits, no duplicate keys), parsed on first read.
+    /// nesting within limits, no duplicate keys, no escaped keys), read on
+    /// first use one level deep: objects among its values stay text.
     Raw {
         text: Box<str>,
-        parsed: std::sync::OnceLock<Map<Json>>,
+        /// What reading it built, boxed so that an unread object (and so
+        /// every `Json`) stays small: deep values are cloned and dropped
+        /// recursively, and their frames grow with it.
+        read: OnceLock<Box<Read>>,
     },
+}
+
+/// What reading an object kept as text built.
+#[derive(Default)]
+struct Read {
+    /// Every entry, one level deep.
+    entries: OnceLock<Map<Json>>,
+    /// The first key looked up before the entries were read, with its value:
+    /// agents often read one key of an object (a tool's `name`, one
+    /// attribute), which then costs that value, not every entry.
+    looked_up: OnceLock<(String, Json)>,
+}
+
+impl Read {
+    fn with_entries(entries: Map<Json>) -> Box<Read> {
+        Box::new(Read {
+            entries: OnceLock::from(entries),
+            looked_up: OnceLock::new(),
+        })
+    }
+}
+
+/// The entries already read, if any.
+fn entries_read(read: &OnceLock<Box<Read>>) -> Option<&Map<Json>> {
+    read.get().and_then(|r| r.entries.get())
 }
 
 impl Object {
@@ -76,7 +106,7 @@ impl Object {
         Object {
             repr: ObjectRepr::Raw {
                 text: text.into(),
-                parsed: std::sync::OnceLock::new(),
+                read: OnceLock::new(),
             },
         }
     }
@@ -97,13 +127,19 @@ impl Object {
     fn map(&self) -> &Map<Json> {
         match &self.repr {
             ObjectRepr::Map(m) => m,
-            ObjectRepr::Raw { text, parsed } => parsed.get_or_init(|| parse_validated(text)),
+            ObjectRepr::Raw { text, read } => read
+                .get_or_init(Box::default)
+                .entries
+                .get_or_init(|| parse_validated(text)),
         }
     }
 
     fn map_mut(&mut self) -> &mut Map<Json> {
-        if let ObjectRepr::Raw { text, parsed } = &mut self.repr {
-            let map = parsed.take().unwrap_or_else(|| parse_validated(text));
+        if let ObjectRepr::Raw { text, read } = &mut self.repr {
+            let map = read
+                .take()
+                .and_then(|mut r| r.entries.take())
+                .unwrap_or_else(|| parse_validated(text));
             self.repr = ObjectRepr::Map(map);
         }
         match &mut self.repr {
@@ -126,8 +162,9 @@ impl Object {
     pub fn into_map(self) -> Map<Json> {
         match self.repr {
             ObjectRepr::Map(m) => m,
-            ObjectRepr::Raw { text, parsed } => parsed
+            ObjectRepr::Raw { text, read } => read
                 .into_inner()
+                .and_then(|r| r.entries.into_inner())
                 .unwrap_or_else(|| parse_validated(&text)),
         }
     }
@@ -147,7 +184,39 @@ impl Object {
 
     /// The value for `key`.
     pub fn get(&self, key: &str) -> Option<&Json> {
+        if let ObjectRepr::Raw { text, read } = &self.repr {
+            if entries_read(read).is_none() {
+                // Unread text: a missing key costs a scan, the first key
+                // looked up costs its value.
+                let looked_up = &read.get_or_init(Box::default).looked_up;
+                if let Some(entry) = looked_up.get() {
+                    if entry.0 == key {
+                        return Some(&entry.1);
+                    }
+                }
+                let (start, end) = crate::parse::find_member(text, key)?;
+                if looked_up.get().is_none() {
+                    if let Some(value) = crate::parse::parse_shallow_value(&text[start..end]) {
+                        let entry = looked_up.get_or_init(|| (key.to_owned(), value));
+                        if entry.0 == key {
+                            return Some(&entry.1);
+                        }
+                    }
+                }
+            }
+        }
         self.map().get(key)
+    }
+
+    /// `false` when the object is unread text without `key`: answering that
+    /// takes a scan, where reading the entries would build them.
+    fn raw_may_contain(&self, key: &str) -> bool {
+        match &self.repr {
+            ObjectRepr::Raw { text, read } if entries_read(read).is_none() => {
+                crate::parse::find_member(text, key).is_some()
+            }
+            _ => true,
+        }
     }
 
     /// The value for `key`, mutably.
@@ -157,11 +226,17 @@ impl Object {
 
     /// `true` if `key` is present.
     pub fn contains_key(&self, key: &str) -> bool {
-        self.map().contains_key(key)
+        self.raw_may_contain(key) && self.map().contains_key(key)
     }
 
     /// Sets `key`; an existing key keeps its position, a new one goes last.
     pub fn insert(&mut self, key: impl Into<String>, value: Json) -> Option<Json> {
+        let key = key.into();
+        if let ObjectRepr::Raw { text, read } = &mut self.repr {
+            if let Some(value_text) = splice_text(&key, &value) {
+                return splice(text, read, key, value, &value_text);
+            }
+        }
         self.map_mut().insert(key, value)
     }
 
@@ -195,12 +270,77 @@ impl Object {
     }
 }
 
-/// Parses text that already passed validation; cannot fail.
+/// Parses text that already passed validation, one level deep; cannot fail.
 fn parse_validated(text: &str) -> Map<Json> {
-    match crate::parse::parse(text.as_bytes()) {
-        Ok(Json::Object(o)) => o.into_map(),
-        // Unreachable: the text was validated as an object before it was kept.
-        _ => Map::new(),
+    // `None` is unreachable: the text was validated as an object before it
+    // was kept.
+    crate::parse::parse_shallow(text).unwrap_or_default()
+}
+
+/// The JSON text of `value` when `key` and `value` can be written into
+/// validated text as they are: a key that needs no escape (validated text
+/// has none) and a scalar value (null, a boolean, a finite number, a
+/// string), which cannot break the nesting limits the text was checked for.
+fn splice_text(key: &str, value: &Json) -> Option<String> {
+    let plain_key = crate::parse::plain_run_end(key.as_bytes(), 0) == key.len();
+    let scalar = match value {
+        Json::Null | Json::Bool(_) | Json::String(_) => true,
+        Json::Number(n) => n.is_finite(),
+        Json::Array(_) | Json::Object(_) => false,
+    };
+    (plain_key && scalar).then(|| value.to_json_string())
+}
+
+/// [`Object::insert`] on validated text: the member is written into the text
+/// (its value replaced in place, or appended before the closing brace), and
+/// into the entries too when they were already read.
+#[inline(never)]
+fn splice(
+    text: &mut Box<str>,
+    read: &mut OnceLock<Box<Read>>,
+    key: String,
+    value: Json,
+    value_text: &str,
+) -> Option<Json> {
+    let (spliced, old) = match crate::parse::find_member(text, &key) {
+        Some((start, end)) => {
+            let mut out = String::with_capacity(text.len() - (end - start) + value_text.len());
+            out.push_str(&text[..start]);
+            out.push_str(value_text);
+            out.push_str(&text[end..]);
+            let old = match entries_read(read) {
+                Some(_) => None,
+                None => crate::parse::parse_shallow_value(&text[start..end]),
+            };
+            (out, old)
+        }
+        None => {
+            // Validated text ends with the object's `}`.
+            let body = &text[..text.len() - 1];
+            let empty = text[1..].trim_start().starts_with('}');
+            let mut out = String::with_capacity(text.len() + key.len() + value_text.len() + 4);
+            out.push_str(if empty { "{" } else { body });
+            if !empty {
+                out.push(',');
+            }
+            out.push('"');
+            out.push_str(&key);
+            out.push_str("\":");
+            out.push_str(value_text);
+            out.push('}');
+            (out, None)
+        }
+    };
+    *text = spliced.into_boxed_str();
+    // What was read of the old text: the entries stay right once changed
+    // too, a looked-up value may not.
+    match read.take().and_then(|mut r| r.entries.take()) {
+        Some(mut map) => {
+            let old = map.insert(key, value);
+            *read = OnceLock::from(Read::with_entries(map));
+            old
+        }
+        None => old,
     }
 }
 
@@ -216,7 +356,7 @@ impl Clone for Object {
             ObjectRepr::Map(m) => Object {
                 repr: ObjectRepr::Map(m.clone()),
             },
-            ObjectRepr::Raw { text, parsed } => clone_text(text, parsed),
+            ObjectRepr::Raw { text, read } => clone_text(text, entries_read(read)),
         }
     }
 }
@@ -225,11 +365,13 @@ impl Clone for Object {
 /// the change does not parse the text again. Kept out of line so that the
 /// frames of a deep recursive clone stay small.
 #[inline(never)]
-fn clone_text(text: &str, parsed: &std::sync::OnceLock<Map<Json>>) -> Object {
+fn clone_text(text: &str, entries: Option<&Map<Json>>) -> Object {
     Object {
         repr: ObjectRepr::Raw {
             text: text.into(),
-            parsed: parsed.clone(),
+            read: entries.map_or_else(OnceLock::new, |m| {
+                OnceLock::from(Read::with_entries(m.clone()))
+            }),
         },
     }
 }
@@ -383,7 +525,7 @@ impl Json {
 
     /// Compact JSON text, numbers written exactly as they were read.
     pub fn to_json_string(&self) -> String {
-        crate::ser::to_string(self)
+        crate::write::to_string(self)
     }
 }
 

@@ -4,6 +4,7 @@
 
 mod env;
 mod error;
+mod fast;
 mod json;
 mod model;
 mod parse;
@@ -14,6 +15,7 @@ pub mod schema;
 mod ser;
 pub mod tools;
 mod validate;
+mod write;
 
 pub use env::{EnvFeedback, EnvFeedbackError, ToolOutcome};
 pub use error::{Error, ErrorKind, Issue, Location, Segment};

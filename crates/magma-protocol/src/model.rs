@@ -211,6 +211,11 @@ impl AgentRequest {
 
     /// Parses and validates a body, exactly as the reference would.
     pub fn from_slice(bytes: &[u8]) -> Result<Self, Error> {
+        // The common case of a valid request, read without building a tree;
+        // anything unusual takes the exact path (see `fast`).
+        if let Some(request) = crate::fast::request(bytes) {
+            return Ok(request);
+        }
         let value = crate::parse::parse_with(bytes, &crate::parse::REQUEST)
             .map_err(|e| e.with_model("AgentRequest"))?;
         Self::from_json(value)
@@ -250,7 +255,7 @@ impl AgentRequest {
 
     /// Compact JSON, every field emitted, numbers exactly as read.
     pub fn to_json_string(&self) -> String {
-        crate::ser::to_string(self)
+        crate::write::to_string(self)
     }
 
     pub(crate) fn from_parts_unchecked(
@@ -464,7 +469,7 @@ impl AgentResponse {
 
     /// Compact JSON, every field emitted, numbers exactly as read.
     pub fn to_json_string(&self) -> String {
-        crate::ser::to_string(self)
+        crate::write::to_string(self)
     }
 }
 
@@ -500,7 +505,7 @@ impl AgentHealth {
 
     /// `{"status":"ready"}`.
     pub fn to_json_string(&self) -> String {
-        crate::ser::to_string(self)
+        crate::write::to_string(self)
     }
 }
 
@@ -569,7 +574,7 @@ impl AgentInfo {
 
     /// Compact JSON with every field, as FastAPI would send it.
     pub fn to_json_string(&self) -> String {
-        crate::ser::to_string(self)
+        crate::write::to_string(self)
     }
 }
 

@@ -68,6 +68,13 @@ pub(crate) enum Plan {
     /// key, an escaped key) falls back to a tree, which validation then
     /// examines in full.
     FreeObject,
+    /// The top level of an object whose text was already validated: its
+    /// entries are read, the objects among their values are kept as text
+    /// ([`Plan::Nested`]).
+    Shallow,
+    /// Inside [`Plan::Shallow`]: objects are kept as text, arrays are read
+    /// with their elements [`Plan::Nested`] too.
+    Nested,
 }
 
 const FREE_LIST: Plan = Plan::List(&Plan::FreeObject);
@@ -96,6 +103,7 @@ impl Plan {
                 .iter()
                 .find(|(k, _)| *k == key)
                 .map_or(&Plan::Generic, |(_, p)| p),
+            Plan::Shallow => &Plan::Nested,
             _ => &Plan::Generic,
         }
     }
@@ -103,6 +111,7 @@ impl Plan {
     fn element(&self) -> &'static Plan {
         match self {
             Plan::List(p) => p,
+            Plan::Shallow | Plan::Nested => &Plan::Nested,
             _ => &Plan::Generic,
         }
     }
@@ -122,13 +131,27 @@ enum Frame {
     },
 }
 
-struct Parser<'a> {
+pub(crate) struct Parser<'a> {
     src: &'a [u8],
     text: &'a str,
-    pos: usize,
+    pub(crate) pos: usize,
     scratch: Scratch,
     /// Where repeated keys were seen, when the caller asked.
     duplicates: Option<Vec<Location>>,
+}
+
+impl<'a> Parser<'a> {
+    /// A parser at the start of `src` (`text` is the same bytes as `str`),
+    /// for readers that use its pieces (`fast`).
+    pub(crate) fn new(src: &'a [u8], text: &'a str) -> Parser<'a> {
+        Parser {
+            src,
+            text,
+            pos: 0,
+            scratch: Scratch::default(),
+            duplicates: None,
+        }
+    }
 }
 
 /// The location of `key` in the object on top of `below`'s frames.
@@ -200,11 +223,11 @@ fn json_error(src: &[u8], at: usize, msg: &'static str) -> Error {
 }
 
 impl Parser<'_> {
-    fn peek(&self) -> Option<u8> {
+    pub(crate) fn peek(&self) -> Option<u8> {
         self.src.get(self.pos).copied()
     }
 
-    fn skip_ws(&mut self) {
+    pub(crate) fn skip_ws(&mut self) {
         while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.peek() {
             self.pos += 1;
         }
@@ -231,6 +254,15 @@ impl Parser<'_> {
             // Start of a value.
             self.skip_ws();
             let mut done = match self.peek() {
+                Some(b'{') if matches!(plan, Plan::Nested) => {
+                    // Inside text that was validated as a whole: skipping is
+                    // enough.
+                    let start = self.pos;
+                    let end = skip_validated_value(self.src, start)
+                        .ok_or((start, "unterminated object in validated text"))?;
+                    self.pos = end;
+                    Json::Object(Object::from_validated_text(&self.text[start..end]))
+                }
                 Some(b'{') if matches!(plan, Plan::FreeObject) => {
                     let start = self.pos;
                     match scan_free_object(self.src, start, stack.len(), &mut self.scratch) {
@@ -395,36 +427,27 @@ impl Parser<'_> {
     }
 
     /// A string starting at the opening quote.
-    fn string(&mut self) -> PResult<String> {
+    pub(crate) fn string(&mut self) -> PResult<String> {
         let open = self.pos;
         self.pos += 1;
         let start = self.pos;
         // Fast path: no escapes.
-        loop {
-            match self.peek() {
-                None => return Err((open, "unterminated string")),
-                Some(b'"') => {
-                    let s = self.text[start..self.pos].to_owned();
-                    self.pos += 1;
-                    return Ok(s);
-                }
-                Some(b'\\') => break,
-                Some(c) if c < 0x20 => {
-                    return Err((self.pos, "raw control character in a string"));
-                }
-                Some(_) => self.pos += 1,
+        self.pos = plain_run_end(self.src, self.pos);
+        match self.peek() {
+            None => return Err((open, "unterminated string")),
+            Some(b'"') => {
+                let s = self.text[start..self.pos].to_owned();
+                self.pos += 1;
+                return Ok(s);
             }
+            Some(b'\\') => {}
+            Some(_) => return Err((self.pos, "raw control character in a string")),
         }
         let mut out = String::with_capacity(self.pos - start + 16);
         out.push_str(&self.text[start..self.pos]);
         loop {
             let run = self.pos;
-            while let Some(c) = self.peek() {
-                if c == b'"' || c == b'\\' || c < 0x20 {
-                    break;
-                }
-                self.pos += 1;
-            }
+            self.pos = plain_run_end(self.src, self.pos);
             out.push_str(&self.text[run..self.pos]);
             match self.peek() {
                 None => return Err((open, "unterminated string")),
@@ -538,7 +561,7 @@ fn insert_last_wins(
 /// The end of the number lexeme starting at `start`, or `None` when the text
 /// there is not a JSON number. Trailing characters are left to the caller,
 /// as Python does (`01` reads `0` and then fails on `1`).
-fn number_end(src: &[u8], start: usize) -> Option<usize> {
+pub(crate) fn number_end(src: &[u8], start: usize) -> Option<usize> {
     let mut i = start;
     let digit = |i: usize| src.get(i).is_some_and(u8::is_ascii_digit);
     if src.get(i) == Some(&b'-') {
@@ -582,13 +605,25 @@ pub(crate) fn is_number_lexeme(text: &[u8]) -> bool {
 
 /// Buffers reused across the free-form scans of one document.
 #[derive(Default)]
-struct Scratch {
+pub(crate) struct Scratch {
     /// Open containers, `{` or `[`, the free-form object itself first.
     containers: Vec<u8>,
     /// Spans of the keys of the open objects, for duplicate checks.
     keys: Vec<(usize, usize)>,
     /// Where each open object's keys start in `keys`.
     frames: Vec<usize>,
+}
+
+impl Scratch {
+    /// Room for the usual free-form object (a few levels, a few dozen keys
+    /// open at once), so that scanning one does not grow the buffers.
+    pub(crate) fn new() -> Scratch {
+        Scratch {
+            containers: Vec::with_capacity(16),
+            keys: Vec::with_capacity(64),
+            frames: Vec::with_capacity(16),
+        }
+    }
 }
 
 /// Keys per object checked for duplicates by the fast scan; larger objects
@@ -601,7 +636,7 @@ const SCAN_KEY_LIMIT: usize = 64;
 /// surrogate escapes: exactly the objects that would parse and validate
 /// cleanly. Returns `None` for anything else, and the caller parses the value
 /// as a tree, which reports any problem with its location.
-fn scan_free_object(
+pub(crate) fn scan_free_object(
     src: &[u8],
     start: usize,
     depth_before: usize,
@@ -655,9 +690,16 @@ fn scan_free_object(
             b'-' | b'0'..=b'9' => {
                 let end = number_end(src, i)?;
                 let lexeme = &src[i..end];
-                let float = lexeme.iter().any(|c| matches!(c, b'.' | b'e' | b'E'));
-                if float && (lexeme.len() >= 300 || lexeme.iter().any(|c| matches!(c, b'e' | b'E')))
-                {
+                // Only a float with an exponent, or with over 300 digits, can
+                // overflow to infinity; plain integers and decimals are the
+                // usual case and need no second look.
+                let mut float = false;
+                let mut exponent = false;
+                for &c in lexeme {
+                    float |= c == b'.';
+                    exponent |= (c | 0x20) == b'e';
+                }
+                if exponent || (float && lexeme.len() >= 300) {
                     let text = std::str::from_utf8(lexeme).ok()?;
                     if !text.parse::<f64>().ok()?.is_finite() {
                         return None;
@@ -710,19 +752,15 @@ fn scan_key(src: &[u8], i: usize, sc: &mut Scratch) -> Option<usize> {
         return None;
     }
     let start = i + 1;
-    let mut j = start;
-    loop {
-        match *src.get(j)? {
-            b'"' => break,
-            b'\\' => return None,
-            c if c < 0x20 => return None,
-            _ => j += 1,
-        }
+    let mut j = plain_run_end(src, start);
+    if src.get(j) != Some(&b'"') {
+        return None;
     }
     let key = &src[start..j];
     let frame = *sc.frames.last()?;
     let siblings = &sc.keys[frame..];
-    if siblings.len() >= SCAN_KEY_LIMIT || siblings.iter().any(|&(a, b)| &src[a..b] == key) {
+    let same = |&(a, b): &(usize, usize)| b - a == key.len() && &src[a..b] == key;
+    if siblings.len() >= SCAN_KEY_LIMIT || siblings.iter().any(same) {
         return None;
     }
     sc.keys.push((start, j));
@@ -737,6 +775,7 @@ fn scan_key(src: &[u8], i: usize, sc: &mut Scratch) -> Option<usize> {
 fn scan_string(src: &[u8], i: usize) -> Option<usize> {
     let mut j = i + 1;
     loop {
+        j = plain_run_end(src, j);
         match *src.get(j)? {
             b'"' => return Some(j + 1),
             b'\\' => match *src.get(j + 1)? {
@@ -765,10 +804,150 @@ fn scan_string(src: &[u8], i: usize) -> Option<usize> {
                 }
                 _ => return None,
             },
-            c if c < 0x20 => return None,
-            _ => j += 1,
+            // A control character: the only byte left that ends a run.
+            _ => return None,
         }
     }
+}
+
+/// The entries of an object kept as validated text, one level deep: the
+/// objects among the values stay text (see [`Plan::Shallow`]), so reading one
+/// key of a large object does not build the whole tree.
+pub(crate) fn parse_shallow(text: &str) -> Option<Map<Json>> {
+    match parse_with(text.as_bytes(), &Plan::Shallow) {
+        Ok(Json::Object(o)) => Some(o.into_map()),
+        _ => None,
+    }
+}
+
+/// A value cut from validated text, its objects kept as text.
+pub(crate) fn parse_shallow_value(text: &str) -> Option<Json> {
+    parse_with(text.as_bytes(), &Plan::Nested).ok()
+}
+
+/// Where the value of the top-level member `key` of validated object text
+/// lies (start and end offsets), without building anything. Validated text
+/// has unescaped keys (the scan keeps no object with an escaped key), so keys
+/// compare as bytes.
+pub(crate) fn find_member(text: &str, key: &str) -> Option<(usize, usize)> {
+    let src = text.as_bytes();
+    let ws = |i: &mut usize| {
+        while let Some(b' ' | b'\t' | b'\n' | b'\r') = src.get(*i) {
+            *i += 1;
+        }
+    };
+    let mut i = 1;
+    loop {
+        ws(&mut i);
+        if src.get(i) != Some(&b'"') {
+            // `}` of an empty object (or of text that is not what it should be).
+            return None;
+        }
+        let start = i + 1;
+        let end = plain_run_end(src, start);
+        i = end + 1;
+        ws(&mut i);
+        if src.get(i) != Some(&b':') {
+            return None;
+        }
+        i += 1;
+        ws(&mut i);
+        let value_end = skip_validated_value(src, i)?;
+        if &src[start..end] == key.as_bytes() {
+            return Some((i, value_end));
+        }
+        i = value_end;
+        ws(&mut i);
+        if src.get(i) != Some(&b',') {
+            return None;
+        }
+        i += 1;
+    }
+}
+
+/// The end of the value at `i` in text known to be valid JSON: strings and
+/// containers are skipped without checking them again.
+fn skip_validated_value(src: &[u8], mut i: usize) -> Option<usize> {
+    let mut depth = 0usize;
+    loop {
+        match *src.get(i)? {
+            b'"' => {
+                i += 1;
+                loop {
+                    i = plain_run_end(src, i);
+                    match *src.get(i)? {
+                        b'"' => break,
+                        // An escape: skip the backslash and the byte after it
+                        // (the rest of a `\uXXXX` is plain).
+                        _ => i += 2,
+                    }
+                }
+                i += 1;
+            }
+            b'{' | b'[' => {
+                depth += 1;
+                i += 1;
+            }
+            b'}' | b']' => {
+                depth = depth.checked_sub(1)?;
+                i += 1;
+            }
+            // Inside a container: numbers, literals, `,`, `:`, whitespace.
+            _ if depth > 0 => i += 1,
+            _ => {
+                // A scalar at the top: it ends at a delimiter or the end.
+                while let Some(&c) = src.get(i) {
+                    if matches!(c, b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r') {
+                        break;
+                    }
+                    i += 1;
+                }
+                return Some(i);
+            }
+        }
+        if depth == 0 {
+            return Some(i);
+        }
+    }
+}
+
+/// The index of the first byte at or after `i` that ends a plain run of
+/// string content: `"`, `\` or a control character (below 0x20);
+/// `src.len()` when there is none. Eight bytes at a time: strings are most of
+/// a request's bytes.
+#[inline]
+pub(crate) fn plain_run_end(src: &[u8], mut i: usize) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    const QUOTES: u64 = ONES * b'"' as u64;
+    const BACKSLASHES: u64 = ONES * b'\\' as u64;
+    const SPACES: u64 = ONES * 0x20;
+    while let Some(chunk) = src.get(i..i + 8) {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        let x = u64::from_le_bytes(word);
+        // A byte of `y` is flagged when it is zero (`y - 1` borrows and `!y`
+        // keeps the top bit) or, for `x - SPACES`, when it is below 0x20.
+        // Borrows only flag bytes above a truly flagged one, so the lowest
+        // flag is exact.
+        let q = x ^ QUOTES;
+        let b = x ^ BACKSLASHES;
+        let hits = ((q.wrapping_sub(ONES) & !q)
+            | (b.wrapping_sub(ONES) & !b)
+            | (x.wrapping_sub(SPACES) & !x))
+            & HIGH;
+        if hits != 0 {
+            return i + (hits.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    while let Some(&c) = src.get(i) {
+        if c == b'"' || c == b'\\' || c < 0x20 {
+            break;
+        }
+        i += 1;
+    }
+    i
 }
 
 #[cfg(test)]
@@ -886,8 +1065,48 @@ mod tests {
         })
     }
 
+    fn plain_run_end_bytewise(src: &[u8], i: usize) -> usize {
+        (i..src.len())
+            .find(|&j| matches!(src[j], b'"' | b'\\' | 0..=0x1f))
+            .unwrap_or(src.len().max(i))
+    }
+
+    #[test]
+    fn plain_runs_end_at_every_special_byte_in_every_lane() {
+        for special in (0u8..0x20).chain([b'"', b'\\']) {
+            for filler in [b'a', 0x7f, 0x80, 0xff, 0x21, 0x23, 0x5b, 0x5d] {
+                for at in 0..20 {
+                    let mut src = vec![filler; 20];
+                    src[at] = special;
+                    for from in 0..=at {
+                        assert_eq!(
+                            plain_run_end(&src, from),
+                            at,
+                            "{special:#x} {filler:#x} {at}"
+                        );
+                    }
+                    assert_eq!(plain_run_end(&src, at + 1), 20);
+                }
+            }
+        }
+    }
+
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
+
+        #[test]
+        fn plain_run_end_agrees_with_a_bytewise_scan(
+            src in proptest::collection::vec(proptest::prop_oneof![
+                proptest::prelude::any::<u8>(),
+                proptest::prelude::Just(b'"'),
+                proptest::prelude::Just(b'\\'),
+                proptest::prelude::Just(b'a'),
+            ], 0..40),
+            from in 0usize..41,
+        ) {
+            let from = from.min(src.len());
+            proptest::prop_assert_eq!(plain_run_end(&src, from), plain_run_end_bytewise(&src, from));
+        }
 
         /// Keeping clean objects as text never changes a verdict or a value.
         #[test]

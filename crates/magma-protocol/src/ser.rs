@@ -8,6 +8,11 @@
 //! serializers get plain maps, and numbers as `i64`/`u64`/`i128`/`u128` or,
 //! failing that, `f64`.
 //!
+//! The crate's own `to_json_string()` methods do not come through here: they
+//! use the direct writer of `crate::write`, whose output is tested to be byte
+//! for byte what `serde_json::to_string` makes of these impls. A change to
+//! the output of one must be made in the other.
+//!
 //! Deserialization through `serde` goes through [`Json`] and then the same
 //! validation as [`AgentRequest::from_slice`]. It is only as lossless as the
 //! deserializer: `serde_json` without `arbitrary_precision` hands over big
@@ -23,16 +28,9 @@ use crate::model::{
     ToolCall,
 };
 
-/// Compact JSON text of a value of this crate.
-pub(crate) fn to_string<T: Serialize + ?Sized>(value: &T) -> String {
-    // The impls below never fail: keys are strings and every lexeme handed to
-    // `RawValue` is a valid JSON number.
-    serde_json::to_string(value).unwrap_or_else(|e| format!("\"<unserializable: {e}>\""))
-}
-
 /// A value of this crate as [`Json`] (used for error `input`s).
-pub(crate) fn to_json<T: Serialize + ?Sized>(value: &T) -> Json {
-    crate::parse::parse(to_string(value).as_bytes()).unwrap_or_default()
+pub(crate) fn to_json<T: crate::write::WriteJson + ?Sized>(value: &T) -> Json {
+    crate::parse::parse(crate::write::to_string(value).as_bytes()).unwrap_or_default()
 }
 
 /// `true` when `S` is one of serde_json's serializers, which understand

@@ -39,6 +39,47 @@ fn object() -> impl Strategy<Value = Object> {
         .prop_map(|kv| kv.into_iter().collect())
 }
 
+/// Keys from a small set, so that operations meet them: plain ones, one that
+/// needs an escape, non-ASCII.
+fn key() -> impl Strategy<Value = String> {
+    prop_oneof![
+        Just("a"),
+        Just("b"),
+        Just("steps"),
+        Just("a b"),
+        Just("é"),
+        Just("q\"uote"),
+        Just("tab\t"),
+    ]
+    .prop_map(str::to_owned)
+}
+
+fn object_with_keys() -> impl Strategy<Value = Object> {
+    prop::collection::vec((key(), value()), 0..5).prop_map(|kv| kv.into_iter().collect())
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Get(String),
+    Contains(String),
+    Insert(String, Json),
+    Remove(String),
+    Copy,
+    Len,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        key().prop_map(Op::Get),
+        key().prop_map(Op::Contains),
+        (key(), leaf()).prop_map(|(k, v)| Op::Insert(k, v)),
+        (key(), value()).prop_map(|(k, v)| Op::Insert(k, v)),
+        key().prop_map(Op::Remove),
+        Just(Op::Copy),
+        Just(Op::Len),
+    ]
+}
+
 fn request_text(tools: &Object, attributes: &Object, memory: &Object, extra: &Object) -> String {
     format!(
         r#"{{"request_id":"r","inputs":[{{"id":1,"instruction":{{"type":"user","content":"x"}},"tools":[{}],"attributes":{},"memory":{},"extra_keys":{}}}]}}"#,
@@ -82,6 +123,37 @@ proptest! {
         prop_assert_eq!(&call.arguments, &args);
         let again = AgentResponse::from_slice(resp.to_json_string().as_bytes()).expect("reparse");
         prop_assert_eq!(again, resp);
+    }
+
+    /// An object kept as the request's text behaves exactly like the same
+    /// object built as a map, whatever is done to it: reads that do not
+    /// materialise it, scalars written into its text, other changes that turn
+    /// it into a map, copies at any point.
+    #[test]
+    fn kept_text_objects_behave_like_maps(
+        memory in object_with_keys(), ops in prop::collection::vec(op(), 0..12)
+    ) {
+        let text = request_text(&Object::new(), &Object::new(), &memory, &Object::new());
+        let req = AgentRequest::from_slice(text.as_bytes()).expect("valid request");
+        let mut kept = req.inputs()[0].memory.clone();
+        let mut map = memory;
+        for op in ops {
+            match op {
+                Op::Get(k) => prop_assert_eq!(kept.get(&k), map.get(&k)),
+                Op::Contains(k) => prop_assert_eq!(kept.contains_key(&k), map.contains_key(&k)),
+                Op::Insert(k, v) => prop_assert_eq!(kept.insert(k.clone(), v.clone()), map.insert(k, v)),
+                Op::Remove(k) => prop_assert_eq!(kept.remove(&k), map.remove(&k)),
+                Op::Copy => kept = kept.clone(),
+                Op::Len => prop_assert_eq!(kept.len(), map.len()),
+            }
+            prop_assert_eq!(&kept, &map);
+            let out = Json::Object(kept.clone()).to_json_string();
+            prop_assert_eq!(magma_protocol::duplicate_keys(out.as_bytes()).unwrap(), vec![]);
+            prop_assert_eq!(Json::from_slice(out.as_bytes()).unwrap(), Json::Object(map.clone()));
+            let keys: Vec<&str> = kept.keys().collect();
+            let expected: Vec<&str> = map.keys().collect();
+            prop_assert_eq!(keys, expected);
+        }
     }
 
     #[test]
@@ -142,12 +214,33 @@ fn the_hard_values_survive_exactly() {
         &Json::from_slice(out.as_bytes()).unwrap(),
         &Json::Object(m.clone())
     );
-    // Once changed, the object is written from its entries, compactly.
+    // A scalar set on kept text is written into the text: everything else
+    // stays exactly as the client wrote it, escapes included, and the entries
+    // already read follow.
+    let mut spliced = m.clone();
+    assert_eq!(spliced.insert("added", Json::from(1)), None);
+    assert_eq!(spliced.insert("z", Json::from("two")), Some(Json::from(1)));
+    assert_eq!(spliced.get("z"), Some(&Json::from("two")));
+    assert_eq!(spliced.keys().last(), Some("added"));
+    let out = Json::Object(spliced.clone()).to_json_string();
+    assert_eq!(
+        out,
+        memory
+            .replacen(r#""z":1"#, r#""z":"two""#, 1)
+            .trim_end_matches('}')
+            .to_owned()
+            + r#","added":1}"#
+    );
+    assert_eq!(
+        Json::from_slice(out.as_bytes()).unwrap(),
+        Json::Object(spliced)
+    );
+    // Once changed otherwise, the object is written from its entries, compactly.
     let mut changed = m.clone();
-    changed.insert("added", Json::from(1));
+    changed.insert("added", Json::Array(vec![Json::from(1)]));
     let out = Json::Object(changed).to_json_string();
     assert!(
-        out.ends_with("\"s\":\"\u{2028}\u{1f600} é \\u0000\",\"added\":1}"),
+        out.ends_with("\"s\":\"\u{2028}\u{1f600} é \\u0000\",\"added\":[1]}"),
         "{out}"
     );
     assert!(
