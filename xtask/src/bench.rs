@@ -176,6 +176,25 @@ impl Bench {
     }
 
     fn build(&mut self) -> Result<()> {
+        // First the server with the system allocator, kept aside for the
+        // allocator comparison, then everything as benchmarked: `magma-server`
+        // with its `tls` and `mimalloc` features.
+        let mut cmd = crate::process::cargo();
+        cmd.current_dir(&self.root).args([
+            "build",
+            "--release",
+            "--quiet",
+            "-p",
+            "magma-server",
+            "--features",
+            "tls",
+            "--bin",
+            "magma-server",
+        ]);
+        self.exec(&mut cmd)?;
+        let exe = format!("magma-server{}", std::env::consts::EXE_SUFFIX);
+        std::fs::copy(self.bin.join(&exe), self.system_alloc_server())
+            .context("keeping the system-allocator build of magma-server")?;
         let mut cmd = crate::process::cargo();
         cmd.current_dir(&self.root).args([
             "build",
@@ -188,10 +207,18 @@ impl Bench {
             "-p",
             "xtask",
             "--features",
-            "magma-server/tls",
+            "magma-server/tls,magma-server/mimalloc",
             "--bins",
         ]);
         self.exec(&mut cmd)
+    }
+
+    /// The `magma-server` binary built without the `mimalloc` feature.
+    fn system_alloc_server(&self) -> PathBuf {
+        self.dir.join(format!(
+            "magma-server-system-alloc{}",
+            std::env::consts::EXE_SUFFIX
+        ))
     }
 
     fn python(&self) -> Result<PathBuf> {
@@ -336,8 +363,16 @@ impl Bench {
         let script = self.dir.join("post.lua");
         std::fs::write(&script, WRK_SCRIPT)?;
         let bodies = [
-            ("8-input (BENCH-like)", "body8.json", bench_body(8)),
-            ("1-input (tiny)", "body1.json", tiny_body()),
+            (
+                "8-input (BENCH-like)",
+                "body8.json",
+                bench_like::http_body(8),
+            ),
+            (
+                "1-input (tiny)",
+                "body1.json",
+                bench_like::TINY_BODY.to_owned(),
+            ),
         ];
         let reps = self.opts.reps;
         let secs = self.opts.secs;
@@ -390,6 +425,37 @@ impl Bench {
             }
             drop((magma, floor, fastapi));
         }
+
+        // What the allocator is worth: the same server built without the
+        // `mimalloc` feature, interleaved with the mimalloc build.
+        let body_path = self.dir.join("body8.json");
+        let system = self.system_alloc_server();
+        let glibc = self.start_magma_exe(&system, None)?;
+        let magma = self.start_magma(None)?;
+        for s in [&glibc, &magma] {
+            self.wrk(s.port, false, &script, &body_path, 16, 1, false)?;
+        }
+        let mut ratios = Vec::new();
+        let (mut with, mut without) = (Vec::new(), Vec::new());
+        for _ in 0..reps {
+            let a = self.wrk(magma.port, false, &script, &body_path, 64, secs, false)?;
+            let b = self.wrk(glibc.port, false, &script, &body_path, 64, secs, false)?;
+            ratios.push(a.rps / b.rps);
+            with.push(a.rps);
+            without.push(b.rps);
+        }
+        drop((glibc, magma));
+        self.row(
+            "8-input, 64 keep-alive conn.: magma-server with mimalloc vs the system allocator",
+            format!(
+                "mimalloc {} req/s vs system allocator {}: **{}**",
+                Spread::of(with).num(),
+                Spread::of(without).num(),
+                Spread::of(ratios).x()
+            ),
+            "(reported)",
+            None,
+        );
 
         // A new connection per request, over HTTP and HTTPS (wrk with `Connection: close`).
         let body_path = self.dir.join("body8.json");
@@ -548,8 +614,13 @@ impl Bench {
     }
 
     fn start_magma(&mut self, tls: Option<&Path>) -> Result<Proc> {
+        let exe = self.bin.join("magma-server");
+        self.start_magma_exe(&exe, tls)
+    }
+
+    fn start_magma_exe(&mut self, exe: &Path, tls: Option<&Path>) -> Result<Proc> {
         let port = crate::process::free_port()?;
-        let mut cmd = Command::new(self.bin.join("magma-server"));
+        let mut cmd = Command::new(exe);
         cmd.args([
             "--listen",
             &format!("127.0.0.1:{port}"),
@@ -711,7 +782,7 @@ impl Bench {
 
     fn memory(&mut self) -> Result<()> {
         let python = self.python()?;
-        let body = bench_body(8);
+        let body = bench_like::http_body(8);
         let magma = self.start_magma(None)?;
         let fastapi = self.start_fastapi(&python, None)?;
         let mut figures = Vec::new();
@@ -759,7 +830,7 @@ impl Bench {
     fn client(&mut self) -> Result<()> {
         let python = self.python()?;
         let body_path = self.dir.join("body8.json");
-        std::fs::write(&body_path, bench_body(8))?;
+        std::fs::write(&body_path, bench_like::http_body(8))?;
         let magma = self.start_magma(None)?;
         let url = format!("http://127.0.0.1:{}", magma.port);
         let (rust_calls, py_calls) = if self.opts.quick {
@@ -1151,29 +1222,6 @@ fn show(cmd: &Command) -> String {
     }
 }
 
-/// A BENCH-like request of `inputs` env inputs (the skill API as BENCH sends it, robots,
-/// a short history): 8 inputs make about 6.6 KB.
-pub(crate) fn bench_body(inputs: usize) -> String {
-    let tools = r#"[{"name":"cancel_current_action","description":"Cancel the current action running on the targeted robot.","arguments":{}},{"name":"press_button","description":"Press a button.","arguments":{"id":{"description":"Button name.","type":"str"}}},{"name":"move_to","description":"Move the base to a position in the map frame.","arguments":{"x":{"description":"Target x in metres","type":"float"},"y":{"description":"Target y in metres","type":"float"}}}]"#;
-    let mut out = String::from(r#"{"request_id":"7c9e6679742540de944be07fc1f90ae7","inputs":["#);
-    for i in 0..inputs {
-        if i > 0 {
-            out.push(',');
-        }
-        let _ = write!(
-            out,
-            r#"{{"id":{i},"instruction":{{"type":"env","content":"{{\"infos\": \"panda: press_button succeed\"}}"}},"tools":{tools},"attributes":{{"objects":["sw0","sw1","cube_red","shelf"],"known_robots":["panda"],"robot_statuses":{{"panda":"FREE"}}}},"memory":{{"memory_list":[],"history":[{{"author":"USER","content":"Press sw{i}."}},{{"author":"MODEL","content":"Pressing sw{i}."}}]}},"num_outputs":1,"extra_keys":{{}}}}"#
-        );
-    }
-    out.push_str("]}");
-    out
-}
-
-/// The smallest useful request: one `user` input.
-fn tiny_body() -> String {
-    r#"{"request_id":"r-1","inputs":[{"id":0,"instruction":{"type":"user","content":"Hello"},"num_outputs":1}]}"#.to_owned()
-}
-
 /// wrk script: POST the file named by `BENCH_BODY`, print a JSON summary at the end.
 const WRK_SCRIPT: &str = r#"wrk.method = "POST"
 wrk.headers["Content-Type"] = "application/json"
@@ -1195,10 +1243,13 @@ mod tests {
 
     #[test]
     fn bodies_are_valid_requests_of_the_intended_size() {
-        let body = bench_body(8);
+        let body = bench_like::http_body(8);
         assert!(magma_protocol::AgentRequest::from_slice(body.as_bytes()).is_ok());
         assert!((6000..7200).contains(&body.len()), "{} bytes", body.len());
-        assert!(magma_protocol::AgentRequest::from_slice(tiny_body().as_bytes()).is_ok());
+        assert!(
+            magma_protocol::AgentRequest::from_slice(bench_like::TINY_BODY.to_owned().as_bytes())
+                .is_ok()
+        );
     }
 
     #[test]

@@ -19,6 +19,13 @@ struct Cli {
     server: ServerArgs,
 }
 
+/// With the `mimalloc` feature: the request path allocates many small
+/// values on every worker thread, where mimalloc's per-thread heaps beat the
+/// system allocator (measured in docs/performance.md).
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     run_with(DemoAgent::new(), Cli::parse().server)
 }
