@@ -72,6 +72,13 @@ struct Read {
 }
 
 impl Read {
+    fn with_looked_up(key: &str, value: Json) -> Box<Read> {
+        Box::new(Read {
+            entries: OnceLock::new(),
+            looked_up: OnceLock::from((key.to_owned(), value)),
+        })
+    }
+
     fn with_entries(entries: Map<Json>) -> Box<Read> {
         Box::new(Read {
             entries: OnceLock::from(entries),
@@ -185,24 +192,29 @@ impl Object {
     /// The value for `key`.
     pub fn get(&self, key: &str) -> Option<&Json> {
         if let ObjectRepr::Raw { text, read } = &self.repr {
-            if entries_read(read).is_none() {
+            match read.get() {
                 // Unread text: a missing key costs a scan, the first key
                 // looked up costs its value.
-                let looked_up = &read.get_or_init(Box::default).looked_up;
-                if let Some(entry) = looked_up.get() {
-                    if entry.0 == key {
-                        return Some(&entry.1);
-                    }
-                }
-                let (start, end) = crate::parse::find_member(text, key)?;
-                if looked_up.get().is_none() {
+                None => {
+                    let (start, end) = crate::parse::find_member(text, key)?;
                     if let Some(value) = crate::parse::parse_shallow_value(&text[start..end]) {
-                        let entry = looked_up.get_or_init(|| (key.to_owned(), value));
-                        if entry.0 == key {
-                            return Some(&entry.1);
+                        let r = read.get_or_init(|| Read::with_looked_up(key, value));
+                        if let Some((k, v)) = r.looked_up.get() {
+                            if k == key {
+                                return Some(v);
+                            }
                         }
                     }
                 }
+                Some(r) if r.entries.get().is_none() => {
+                    if let Some((k, v)) = r.looked_up.get() {
+                        if k == key {
+                            return Some(v);
+                        }
+                    }
+                    crate::parse::find_member(text, key)?;
+                }
+                Some(_) => {}
             }
         }
         self.map().get(key)

@@ -814,15 +814,39 @@ fn scan_string(src: &[u8], i: usize) -> Option<usize> {
 /// objects among the values stay text (see [`Plan::Shallow`]), so reading one
 /// key of a large object does not build the whole tree.
 pub(crate) fn parse_shallow(text: &str) -> Option<Map<Json>> {
-    match parse_with(text.as_bytes(), &Plan::Shallow) {
-        Ok(Json::Object(o)) => Some(o.into_map()),
+    match parse_validated_text(text, &Plan::Shallow) {
+        Some(Json::Object(o)) => Some(o.into_map()),
         _ => None,
     }
 }
 
+/// Parses text that is already known to be UTF-8 and valid JSON.
+fn parse_validated_text(text: &str, plan: &'static Plan) -> Option<Json> {
+    let mut p = Parser {
+        src: text.as_bytes(),
+        text,
+        pos: 0,
+        scratch: Scratch::default(),
+        duplicates: None,
+    };
+    p.document(plan).ok()
+}
+
 /// A value cut from validated text, its objects kept as text.
 pub(crate) fn parse_shallow_value(text: &str) -> Option<Json> {
-    parse_with(text.as_bytes(), &Plan::Nested).ok()
+    // Scalars directly: a tool's `name`, a counter.
+    let b = text.as_bytes();
+    match b.first()? {
+        b'"' if plain_run_end(b, 1) == b.len() - 1 => {
+            return Some(Json::String(text[1..text.len() - 1].to_owned()));
+        }
+        b'-' | b'0'..=b'9' => return Some(Json::Number(Number::from_parser(text))),
+        b't' => return Some(Json::Bool(true)),
+        b'f' => return Some(Json::Bool(false)),
+        b'n' => return Some(Json::Null),
+        _ => {}
+    }
+    parse_validated_text(text, &Plan::Nested)
 }
 
 /// Where the value of the top-level member `key` of validated object text
