@@ -284,14 +284,12 @@ impl Bench {
 
     fn parse(&mut self) -> Result<()> {
         let mut cmd = crate::process::cargo();
-        cmd.current_dir(&self.root).args([
-            "bench",
-            "-p",
-            "magma-protocol",
-            "--bench",
-            "parse",
-            "--",
-        ]);
+        // Absolute: the bench binary runs in the crate's directory and
+        // criterion would resolve a relative CARGO_TARGET_DIR from there.
+        let target = crate::process::target_dir(&self.root);
+        cmd.current_dir(&self.root)
+            .env("CARGO_TARGET_DIR", &target)
+            .args(["bench", "-p", "magma-protocol", "--bench", "parse", "--"]);
         if self.opts.quick {
             cmd.args([
                 "--warm-up-time",
@@ -310,6 +308,7 @@ impl Bench {
         for (group, label) in [
             ("large_0.6MB", "0.6 MB BENCH-like request"),
             ("one_input", "1-input BENCH-like request (11.6 KB)"),
+            ("http_body_8", "8-input body of the HTTP runs (6.6 KB)"),
         ] {
             let m = est(&format!(
                 "parse/{group}/magma_protocol::AgentRequest::from_slice"
