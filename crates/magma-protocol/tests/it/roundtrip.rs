@@ -303,3 +303,45 @@ fn serde_json_serializers_see_the_same_document() {
     let pretty = serde_json::to_string_pretty(&req).unwrap();
     assert_eq!(AgentRequest::from_slice(pretty.as_bytes()).unwrap(), req);
 }
+
+/// Kept text written with whitespace everywhere JSON allows it: lookups,
+/// scalar inserts (new and existing keys) and the output agree with the same
+/// object built as a map.
+#[test]
+fn kept_text_with_whitespace_reads_and_changes_like_a_map() {
+    let memory = "{ \"a\" :\t[1, {\"b\" : 2}] ,\n \"c\":\"x\\\"y\" , \"d\" : -1.5e3 ,\r\n\"e\" : { } , \"f\":true,\"g\" : null }";
+    let text = format!(
+        r#"{{"request_id":"r","inputs":[{{"id":0,"instruction":{{"type":"user","content":""}},"memory":{memory}}}]}}"#
+    );
+    let req = AgentRequest::from_slice(text.as_bytes()).unwrap();
+    let map = Json::from_slice(memory.as_bytes()).unwrap();
+    let map = map.as_object().unwrap();
+    for key in ["a", "c", "d", "e", "f", "g", "missing"] {
+        // A fresh copy for each key: the first lookup is the one-value path.
+        let kept = AgentRequest::from_slice(text.as_bytes()).unwrap();
+        assert_eq!(kept.inputs()[0].memory.get(key), map.get(key), "{key}");
+    }
+    for (key, value) in [
+        ("d", Json::from(7)),
+        ("new", Json::from("v")),
+        ("g", Json::Null),
+    ] {
+        let mut kept = req.inputs()[0].memory.clone();
+        let mut expected = map.clone();
+        assert_eq!(kept.insert(key, value.clone()), expected.insert(key, value));
+        let out = Json::Object(kept.clone()).to_json_string();
+        assert_eq!(
+            Json::from_slice(out.as_bytes()).unwrap(),
+            Json::Object(expected)
+        );
+        assert_eq!(kept.keys().collect::<Vec<_>>(), map_keys_after(map, key));
+    }
+}
+
+fn map_keys_after<'a>(map: &'a Object, inserted: &'a str) -> Vec<&'a str> {
+    let mut keys: Vec<&str> = map.keys().collect();
+    if !keys.contains(&inserted) {
+        keys.push(inserted);
+    }
+    keys
+}
