@@ -935,6 +935,31 @@ fn skip_validated_value(src: &[u8], mut i: usize) -> Option<usize> {
     }
 }
 
+/// Test support: JSON-ish text that nests `leaf` tokens in arrays and in
+/// objects keyed by `key` tokens (`{key}{colon}{value}`), for the property
+/// tests of the readers and of the writer.
+#[cfg(test)]
+pub(crate) fn nested_text(
+    leaf: impl proptest::strategy::Strategy<Value = String> + 'static,
+    key: impl proptest::strategy::Strategy<Value = String> + Clone + 'static,
+    colon: &'static str,
+) -> impl proptest::strategy::Strategy<Value = String> {
+    use proptest::prelude::*;
+    leaf.prop_recursive(5, 48, 5, move |inner| {
+        prop_oneof![
+            proptest::collection::vec(inner.clone(), 0..4)
+                .prop_map(|v| format!("[{}]", v.join(" , "))),
+            proptest::collection::vec((key.clone(), inner), 0..5).prop_map(move |kv| {
+                let body: Vec<String> = kv
+                    .into_iter()
+                    .map(|(k, v)| format!("{k}{colon}{v}"))
+                    .collect();
+                format!("{{{}}}", body.join(","))
+            }),
+        ]
+    })
+}
+
 /// The index of the first byte at or after `i` that ends a plain run of
 /// string content: `"`, `\` or a control character (below 0x20);
 /// `src.len()` when there is none. Eight bytes at a time: strings are most of
@@ -1075,18 +1100,9 @@ mod tests {
             Just(r#""b""#),
             Just(r#""\u0061""#),
             Just(r#""a b""#),
-        ];
-        leaf.prop_recursive(5, 48, 5, move |inner| {
-            prop_oneof![
-                proptest::collection::vec(inner.clone(), 0..4)
-                    .prop_map(|v| format!("[{}]", v.join(" , "))),
-                proptest::collection::vec((key.clone(), inner), 0..5).prop_map(|kv| {
-                    let body: Vec<String> =
-                        kv.into_iter().map(|(k, v)| format!("{k}:\n{v}")).collect();
-                    format!("{{{}}}", body.join(","))
-                }),
-            ]
-        })
+        ]
+        .prop_map(str::to_owned);
+        nested_text(leaf, key, ":\n")
     }
 
     fn plain_run_end_bytewise(src: &[u8], i: usize) -> usize {

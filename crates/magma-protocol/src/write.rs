@@ -1339,17 +1339,7 @@ mod tests {
                 Just(r#""a b""#.to_owned()),
                 Just(r#""\n""#.to_owned()),
             ];
-            leaf.prop_recursive(5, 48, 5, move |inner| {
-                prop_oneof![
-                    proptest::collection::vec(inner.clone(), 0..4)
-                        .prop_map(|v| format!("[{}]", v.join(" , "))),
-                    proptest::collection::vec((key.clone(), inner), 0..5).prop_map(|kv| {
-                        let body: Vec<String> =
-                            kv.into_iter().map(|(k, v)| format!("{k} :\n{v}")).collect();
-                        format!("{{{}}}", body.join(","))
-                    }),
-                ]
-            })
+            crate::parse::nested_text(leaf, key, " :\n")
         }
 
         proptest! {
