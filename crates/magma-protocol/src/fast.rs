@@ -148,7 +148,8 @@ impl<'a> Reader<'a> {
         }
         for (i, name) in names.iter().enumerate() {
             let n = name.len();
-            if rest.get(1..=n) == Some(name.as_bytes()) && rest.get(n + 1) == Some(&b'"') {
+            // The closing quote first: it rules out most names in one byte.
+            if rest.get(n + 1) == Some(&b'"') && rest.get(1..=n) == Some(name.as_bytes()) {
                 self.p.pos += n + 2;
                 return self.eat(b':').then_some(i);
             }
@@ -244,10 +245,10 @@ impl<'a> Reader<'a> {
             return None;
         }
         let start = self.p.pos;
-        let end = scan_free_object(self.src, start, depth_before, &mut self.scratch)?;
+        let (end, keys) = scan_free_object(self.src, start, depth_before, &mut self.scratch)?;
         let text = self.text.get(start..end)?;
         self.p.pos = end;
-        Some(Object::from_validated_text(text))
+        Some(Object::from_validated_text(text, keys))
     }
 
     fn instruction_type(&mut self) -> Option<InstructionType> {

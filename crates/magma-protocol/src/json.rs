@@ -14,7 +14,7 @@ use std::sync::OnceLock;
 ///
 /// Numbers keep their lexeme and objects keep their key order. Equality is
 /// structural and order-sensitive for objects, and compares numbers by lexeme.
-#[derive(Clone, PartialEq, Eq, Default)]
+#[derive(PartialEq, Eq, Default)]
 pub enum Json {
     /// `null`.
     #[default]
@@ -53,6 +53,10 @@ enum ObjectRepr {
     /// first use one level deep: objects among its values stay text.
     Raw {
         text: Box<str>,
+        /// A filter of the top-level keys ([`crate::parse::key_bits`] of each,
+        /// or'ed): a key whose bits are not all set is not there, which
+        /// answers most lookups of a missing key without a scan.
+        keys: u64,
         /// What reading it built, boxed so that an unread object (and so
         /// every `Json`) stays small: deep values are cloned and dropped
         /// recursively, and their frames grow with it.
@@ -68,15 +72,21 @@ struct Read {
     /// The first key looked up before the entries were read, with its value:
     /// agents often read one key of an object (a tool's `name`, one
     /// attribute), which then costs that value, not every entry.
-    looked_up: OnceLock<(String, Json)>,
+    looked_up: OnceLock<(LookedUp, Json)>,
 }
 
 impl Read {
-    fn with_looked_up(key: &str, value: Json) -> Box<Read> {
+    fn with_looked_up(key: LookedUp, value: Json) -> Box<Read> {
         Box::new(Read {
             entries: OnceLock::new(),
-            looked_up: OnceLock::from((key.to_owned(), value)),
+            looked_up: OnceLock::from((key, value)),
         })
+    }
+
+    /// The value looked up before the entries were read, if it is `key`'s.
+    fn looked_up<'a>(&'a self, text: &str, key: &str) -> Option<&'a Json> {
+        let (at, value) = self.looked_up.get()?;
+        (text.get(at.start..at.end) == Some(key)).then_some(value)
     }
 
     fn with_entries(entries: Map<Json>) -> Box<Read> {
@@ -86,6 +96,10 @@ impl Read {
         })
     }
 }
+
+/// Where a looked-up key lies in the text it was read from: the text does not
+/// change while what was read of it is kept.
+type LookedUp = std::ops::Range<usize>;
 
 /// The entries already read, if any.
 fn entries_read(read: &OnceLock<Box<Read>>) -> Option<&Map<Json>> {
@@ -109,10 +123,13 @@ impl Object {
 
     /// Wraps validated text: the caller has checked that `text` is one JSON
     /// object with unique keys that the generic parser reads without error.
-    pub(crate) fn from_validated_text(text: &str) -> Object {
+    /// `keys` covers its top-level keys ([`crate::parse::ANY_KEY`] when not
+    /// known).
+    pub(crate) fn from_validated_text(text: &str, keys: u64) -> Object {
         Object {
             repr: ObjectRepr::Raw {
                 text: text.into(),
+                keys,
                 read: OnceLock::new(),
             },
         }
@@ -134,7 +151,7 @@ impl Object {
     fn map(&self) -> &Map<Json> {
         match &self.repr {
             ObjectRepr::Map(m) => m,
-            ObjectRepr::Raw { text, read } => read
+            ObjectRepr::Raw { text, read, .. } => read
                 .get_or_init(Box::default)
                 .entries
                 .get_or_init(|| parse_validated(text)),
@@ -142,7 +159,7 @@ impl Object {
     }
 
     fn map_mut(&mut self) -> &mut Map<Json> {
-        if let ObjectRepr::Raw { text, read } = &mut self.repr {
+        if let ObjectRepr::Raw { text, read, .. } = &mut self.repr {
             let map = read
                 .take()
                 .and_then(|mut r| r.entries.take())
@@ -169,7 +186,7 @@ impl Object {
     pub fn into_map(self) -> Map<Json> {
         match self.repr {
             ObjectRepr::Map(m) => m,
-            ObjectRepr::Raw { text, read } => read
+            ObjectRepr::Raw { text, read, .. } => read
                 .into_inner()
                 .and_then(|r| r.entries.into_inner())
                 .unwrap_or_else(|| parse_validated(&text)),
@@ -191,26 +208,26 @@ impl Object {
 
     /// The value for `key`.
     pub fn get(&self, key: &str) -> Option<&Json> {
-        if let ObjectRepr::Raw { text, read } = &self.repr {
+        if let ObjectRepr::Raw { text, keys, read } = &self.repr {
+            if !crate::parse::may_hold(*keys, key) {
+                return None;
+            }
             match read.get() {
                 // Unread text: a missing key costs a scan, the first key
                 // looked up costs its value.
                 None => {
-                    let (start, end) = crate::parse::find_member(text, key)?;
-                    if let Some(value) = crate::parse::parse_shallow_value(&text[start..end]) {
-                        let r = read.get_or_init(|| Read::with_looked_up(key, value));
-                        if let Some((k, v)) = r.looked_up.get() {
-                            if k == key {
-                                return Some(v);
-                            }
+                    let member = crate::parse::find_member(text, key)?;
+                    if let Some(value) = crate::parse::parse_shallow_value(&text[member.value]) {
+                        let at = member.key..member.key + key.len();
+                        let r = read.get_or_init(|| Read::with_looked_up(at, value));
+                        if let Some(v) = r.looked_up(text, key) {
+                            return Some(v);
                         }
                     }
                 }
                 Some(r) if r.entries.get().is_none() => {
-                    if let Some((k, v)) = r.looked_up.get() {
-                        if k == key {
-                            return Some(v);
-                        }
+                    if let Some(v) = r.looked_up(text, key) {
+                        return Some(v);
                     }
                     crate::parse::find_member(text, key)?;
                 }
@@ -224,8 +241,8 @@ impl Object {
     /// takes a scan, where reading the entries would build them.
     fn raw_may_contain(&self, key: &str) -> bool {
         match &self.repr {
-            ObjectRepr::Raw { text, read } if entries_read(read).is_none() => {
-                crate::parse::find_member(text, key).is_some()
+            ObjectRepr::Raw { text, keys, read } if entries_read(read).is_none() => {
+                crate::parse::may_hold(*keys, key) && crate::parse::find_member(text, key).is_some()
             }
             _ => true,
         }
@@ -242,14 +259,16 @@ impl Object {
     }
 
     /// Sets `key`; an existing key keeps its position, a new one goes last.
-    pub fn insert(&mut self, key: impl Into<String>, value: Json) -> Option<Json> {
-        let key = key.into();
-        if let ObjectRepr::Raw { text, read } = &mut self.repr {
-            if let Some(value_text) = splice_text(&key, &value) {
-                return splice(text, read, key, value, &value_text);
+    pub fn insert<K>(&mut self, key: K, value: Json) -> Option<Json>
+    where
+        K: AsRef<str> + Into<String>,
+    {
+        if let ObjectRepr::Raw { text, keys, read } = &mut self.repr {
+            if spliceable(key.as_ref(), &value) {
+                return splice(text, keys, read, key, value);
             }
         }
-        self.map_mut().insert(key, value)
+        self.map_mut().insert(key.into(), value)
     }
 
     /// Removes `key`, keeping the order of the others.
@@ -289,36 +308,43 @@ fn parse_validated(text: &str) -> Map<Json> {
     crate::parse::parse_shallow(text).unwrap_or_default()
 }
 
-/// The JSON text of `value` when `key` and `value` can be written into
-/// validated text as they are: a key that needs no escape (validated text
-/// has none) and a scalar value (null, a boolean, a finite number, a
-/// string), which cannot break the nesting limits the text was checked for.
-fn splice_text(key: &str, value: &Json) -> Option<String> {
+/// `true` when `key` and `value` can be written into validated text as
+/// they are: a key that needs no escape (validated text has none) and a
+/// scalar value (null, a boolean, a finite number, a string), which cannot
+/// break the nesting limits the text was checked for.
+fn spliceable(key: &str, value: &Json) -> bool {
     let plain_key = crate::parse::plain_run_end(key.as_bytes(), 0) == key.len();
     let scalar = match value {
         Json::Null | Json::Bool(_) | Json::String(_) => true,
         Json::Number(n) => n.is_finite(),
         Json::Array(_) | Json::Object(_) => false,
     };
-    (plain_key && scalar).then(|| value.to_json_string())
+    plain_key && scalar
 }
 
 /// [`Object::insert`] on validated text: the member is written into the text
 /// (its value replaced in place, or appended before the closing brace), and
 /// into the entries too when they were already read.
 #[inline(never)]
-fn splice(
+fn splice<K: AsRef<str> + Into<String>>(
     text: &mut Box<str>,
+    keys: &mut u64,
     read: &mut OnceLock<Box<Read>>,
-    key: String,
+    key: K,
     value: Json,
-    value_text: &str,
 ) -> Option<Json> {
-    let (spliced, old) = match crate::parse::find_member(text, &key) {
+    use crate::write::WriteJson;
+    let k = key.as_ref();
+    let found = if crate::parse::may_hold(*keys, k) {
+        crate::parse::find_member(text, k).map(|m| (m.value.start, m.value.end))
+    } else {
+        None
+    };
+    let (spliced, old) = match found {
         Some((start, end)) => {
-            let mut out = String::with_capacity(text.len() - (end - start) + value_text.len());
+            let mut out = String::with_capacity(text.len() - (end - start) + value.size_hint());
             out.push_str(&text[..start]);
-            out.push_str(value_text);
+            value.write_json(&mut out);
             out.push_str(&text[end..]);
             let old = match entries_read(read) {
                 Some(_) => None,
@@ -330,25 +356,26 @@ fn splice(
             // Validated text ends with the object's `}`.
             let body = &text[..text.len() - 1];
             let empty = text[1..].trim_start().starts_with('}');
-            let mut out = String::with_capacity(text.len() + key.len() + value_text.len() + 4);
+            let mut out = String::with_capacity(text.len() + k.len() + value.size_hint() + 4);
             out.push_str(if empty { "{" } else { body });
             if !empty {
                 out.push(',');
             }
             out.push('"');
-            out.push_str(&key);
+            out.push_str(k);
             out.push_str("\":");
-            out.push_str(value_text);
+            value.write_json(&mut out);
             out.push('}');
             (out, None)
         }
     };
+    *keys |= crate::parse::key_bits(k.as_bytes());
     *text = spliced.into_boxed_str();
     // What was read of the old text: the entries stay right once changed
     // too, a looked-up value may not.
     match read.take().and_then(|mut r| r.entries.take()) {
         Some(mut map) => {
-            let old = map.insert(key, value);
+            let old = map.insert(key.into(), value);
             *read = OnceLock::from(Read::with_entries(map));
             old
         }
@@ -362,13 +389,99 @@ impl Default for Object {
     }
 }
 
+impl Clone for Json {
+    fn clone(&self) -> Self {
+        match self {
+            Json::Null => Json::Null,
+            Json::Bool(b) => Json::Bool(*b),
+            Json::Number(n) => Json::Number(n.clone()),
+            Json::String(s) => Json::String(s.clone()),
+            Json::Array(_) | Json::Object(_) => clone_tree(self),
+        }
+    }
+}
+
+/// A container and its copy so far, while [`clone_tree`] copies its items.
+enum Copying<'a> {
+    Array(std::slice::Iter<'a, Json>, Vec<Json>),
+    /// The last field is the key of the value being copied.
+    Object(
+        std::slice::Iter<'a, (String, Json)>,
+        Vec<(String, Json)>,
+        String,
+    ),
+}
+
+/// Clones a value with an explicit stack instead of recursion: values nest
+/// as deep as the parser allows, and a recursive clone needs more stack
+/// than the rest of the crate (see `values_as_deep_as_the_parser_allows` in
+/// `tests/it/hostile.rs`). Objects kept as text are copied flat.
+#[inline(never)]
+fn clone_tree(root: &Json) -> Json {
+    let mut stack: Vec<Copying<'_>> = Vec::new();
+    let mut next = root;
+    loop {
+        let mut done = match next {
+            Json::Array(items) => {
+                stack.push(Copying::Array(
+                    items.iter(),
+                    Vec::with_capacity(items.len()),
+                ));
+                None
+            }
+            Json::Object(Object {
+                repr: ObjectRepr::Map(m),
+            }) => {
+                let (iter, copy) = (m.entries.iter(), Vec::with_capacity(m.len()));
+                stack.push(Copying::Object(iter, copy, String::new()));
+                None
+            }
+            // Kept as text: a flat copy.
+            Json::Object(o) => Some(Json::Object(o.clone())),
+            scalar => Some(scalar.clone()),
+        };
+        // Finish what is complete, then go on with the next item.
+        loop {
+            let Some(top) = stack.last_mut() else {
+                // `done` holds the root once the stack is empty.
+                return done.unwrap_or_default();
+            };
+            match (top, done.take()) {
+                (Copying::Array(_, copy), Some(value)) => copy.push(value),
+                (Copying::Object(_, copy, key), Some(value)) => {
+                    copy.push((std::mem::take(key), value));
+                }
+                (_, None) => {}
+            }
+            let top = stack.last_mut().expect("checked just above");
+            let item = match top {
+                Copying::Array(items, _) => items.next(),
+                Copying::Object(entries, _, key) => entries.next().map(|(k, v)| {
+                    *key = k.clone();
+                    v
+                }),
+            };
+            if let Some(item) = item {
+                next = item;
+                break;
+            }
+            done = Some(match stack.pop().expect("checked just above") {
+                Copying::Array(_, copy) => Json::Array(copy),
+                Copying::Object(_, entries, _) => Json::Object(Object {
+                    repr: ObjectRepr::Map(Map { entries }),
+                }),
+            });
+        }
+    }
+}
+
 impl Clone for Object {
     fn clone(&self) -> Self {
         match &self.repr {
             ObjectRepr::Map(m) => Object {
                 repr: ObjectRepr::Map(m.clone()),
             },
-            ObjectRepr::Raw { text, read } => clone_text(text, entries_read(read)),
+            ObjectRepr::Raw { text, keys, read } => clone_text(text, *keys, entries_read(read)),
         }
     }
 }
@@ -377,10 +490,11 @@ impl Clone for Object {
 /// the change does not parse the text again. Kept out of line so that the
 /// frames of a deep recursive clone stay small.
 #[inline(never)]
-fn clone_text(text: &str, entries: Option<&Map<Json>>) -> Object {
+fn clone_text(text: &str, keys: u64, entries: Option<&Map<Json>>) -> Object {
     Object {
         repr: ObjectRepr::Raw {
             text: text.into(),
+            keys,
             read: entries.map_or_else(OnceLock::new, |m| {
                 OnceLock::from(Read::with_entries(m.clone()))
             }),

@@ -261,14 +261,16 @@ impl Parser<'_> {
                     let end = skip_validated_value(self.src, start)
                         .ok_or((start, "unterminated object in validated text"))?;
                     self.pos = end;
-                    Json::Object(Object::from_validated_text(&self.text[start..end]))
+                    let text = &self.text[start..end];
+                    Json::Object(Object::from_validated_text(text, ANY_KEY))
                 }
                 Some(b'{') if matches!(plan, Plan::FreeObject) => {
                     let start = self.pos;
                     match scan_free_object(self.src, start, stack.len(), &mut self.scratch) {
-                        Some(end) => {
+                        Some((end, keys)) => {
                             self.pos = end;
-                            Json::Object(Object::from_validated_text(&self.text[start..end]))
+                            let text = &self.text[start..end];
+                            Json::Object(Object::from_validated_text(text, keys))
                         }
                         None => {
                             plan = &Plan::Generic;
@@ -443,7 +445,9 @@ impl Parser<'_> {
             Some(b'\\') => {}
             Some(_) => return Err((self.pos, "raw control character in a string")),
         }
-        let mut out = String::with_capacity(self.pos - start + 16);
+        // Sized once: the escaped text is never shorter than what it decodes
+        // to, so the distance to the closing quote is enough.
+        let mut out = String::with_capacity(escaped_string_end(self.src, self.pos) - start);
         out.push_str(&self.text[start..self.pos]);
         loop {
             let run = self.pos;
@@ -610,8 +614,9 @@ pub(crate) struct Scratch {
     containers: Vec<u8>,
     /// Spans of the keys of the open objects, for duplicate checks.
     keys: Vec<(usize, usize)>,
-    /// Where each open object's keys start in `keys`.
-    frames: Vec<usize>,
+    /// Each open object: where its keys start in `keys`, and the
+    /// [`key_bits`] of its keys or'ed, so that most keys need no comparison.
+    frames: Vec<(usize, u64)>,
 }
 
 impl Scratch {
@@ -631,17 +636,17 @@ impl Scratch {
 const SCAN_KEY_LIMIT: usize = 64;
 
 /// Scans the object at `start` (a `{`) without building anything. Returns the
-/// end of the object when it is valid JSON, holds only finite numbers, nests
-/// no deeper than a free-form value may, has unique unescaped keys and no
-/// surrogate escapes: exactly the objects that would parse and validate
-/// cleanly. Returns `None` for anything else, and the caller parses the value
+/// end of the object, and the [`key_bits`] of its keys or'ed, when it is
+/// valid JSON, holds only finite numbers, nests no deeper than a free-form
+/// value may, has unique unescaped keys and no surrogate escapes: exactly the
+/// objects that would parse and validate cleanly. Returns `None` for anything else, and the caller parses the value
 /// as a tree, which reports any problem with its location.
 pub(crate) fn scan_free_object(
     src: &[u8],
     start: usize,
     depth_before: usize,
     sc: &mut Scratch,
-) -> Option<usize> {
+) -> Option<(usize, u64)> {
     use crate::validate::MAX_FREE_FORM_DEPTH;
     sc.containers.clear();
     sc.keys.clear();
@@ -653,10 +658,10 @@ pub(crate) fn scan_free_object(
     };
     let mut i = start + 1;
     sc.containers.push(b'{');
-    sc.frames.push(0);
+    sc.frames.push((0, 0));
     ws(&mut i);
     if src.get(i) == Some(&b'}') {
-        return Some(i + 1);
+        return Some((i + 1, 0));
     }
     i = scan_key(src, i, sc)?;
     'value: loop {
@@ -680,7 +685,7 @@ pub(crate) fn scan_free_object(
                 } else {
                     sc.containers.push(open);
                     if open == b'{' {
-                        sc.frames.push(sc.keys.len());
+                        sc.frames.push((sc.keys.len(), 0));
                         i = scan_key(src, i, sc)?;
                     }
                     continue 'value;
@@ -730,10 +735,10 @@ pub(crate) fn scan_free_object(
                 (b'}', b'{') => {
                     i += 1;
                     sc.containers.pop();
-                    let from = sc.frames.pop()?;
+                    let (from, keys) = sc.frames.pop()?;
                     sc.keys.truncate(from);
                     if sc.containers.is_empty() {
-                        return Some(i);
+                        return Some((i, keys));
                     }
                 }
                 (b']', b'[') => {
@@ -742,6 +747,21 @@ pub(crate) fn scan_free_object(
                 }
                 _ => return None,
             }
+        }
+    }
+}
+
+/// Where the string holding an escape at `i` ends: its closing quote, a raw
+/// control character or the end of `src`. Only sizes a buffer, so it does
+/// not check the escapes.
+fn escaped_string_end(src: &[u8], mut i: usize) -> usize {
+    loop {
+        i = plain_run_end(src, i);
+        match src.get(i) {
+            Some(b'\\') => i += 2,
+            // The quote, the end of the text or a raw control character
+            // (an error the caller reports).
+            _ => return i.min(src.len()),
         }
     }
 }
@@ -757,12 +777,20 @@ fn scan_key(src: &[u8], i: usize, sc: &mut Scratch) -> Option<usize> {
         return None;
     }
     let key = &src[start..j];
-    let frame = *sc.frames.last()?;
-    let siblings = &sc.keys[frame..];
-    let same = |&(a, b): &(usize, usize)| b - a == key.len() && &src[a..b] == key;
-    if siblings.len() >= SCAN_KEY_LIMIT || siblings.iter().any(same) {
+    let bits = key_bits(key);
+    let (from, seen) = sc.frames.last_mut()?;
+    let siblings = &sc.keys[*from..];
+    if siblings.len() >= SCAN_KEY_LIMIT {
         return None;
     }
+    // Only a key whose bits were all seen can repeat a sibling.
+    if *seen & bits == bits {
+        let same = |&(a, b): &(usize, usize)| b - a == key.len() && &src[a..b] == key;
+        if siblings.iter().any(same) {
+            return None;
+        }
+    }
+    *seen |= bits;
     sc.keys.push((start, j));
     j += 1;
     while let Some(b' ' | b'\t' | b'\n' | b'\r') = src.get(j) {
@@ -834,26 +862,113 @@ fn parse_validated_text(text: &str, plan: &'static Plan) -> Option<Json> {
 
 /// A value cut from validated text, its objects kept as text.
 pub(crate) fn parse_shallow_value(text: &str) -> Option<Json> {
-    // Scalars directly: a tool's `name`, a counter.
+    // Scalars and lists of scalars directly: a tool's `name`, a counter, a
+    // list of names.
+    match text.as_bytes().first()? {
+        b'[' => {
+            if let Some(items) = plain_scalar_list(text) {
+                return Some(Json::Array(items));
+            }
+        }
+        _ => {
+            if let Some(value) = plain_scalar(text) {
+                return Some(value);
+            }
+        }
+    }
+    parse_validated_text(text, &Plan::Nested)
+}
+
+/// A scalar of validated text, alone in `text`, if it needs no decoding:
+/// a string without escapes, a number or a literal.
+fn plain_scalar(text: &str) -> Option<Json> {
     let b = text.as_bytes();
     match b.first()? {
         b'"' if plain_run_end(b, 1) == b.len() - 1 => {
-            return Some(Json::String(text[1..text.len() - 1].to_owned()));
+            Some(Json::String(text[1..text.len() - 1].to_owned()))
         }
-        b'-' | b'0'..=b'9' => return Some(Json::Number(Number::from_parser(text))),
-        b't' => return Some(Json::Bool(true)),
-        b'f' => return Some(Json::Bool(false)),
-        b'n' => return Some(Json::Null),
-        _ => {}
+        b'-' | b'0'..=b'9' => Some(Json::Number(Number::from_parser(text))),
+        b't' => Some(Json::Bool(true)),
+        b'f' => Some(Json::Bool(false)),
+        b'n' => Some(Json::Null),
+        _ => None,
     }
-    parse_validated_text(text, &Plan::Nested)
+}
+
+/// The items of a validated array (`text` starts with `[`) if each is a
+/// [`plain_scalar`]; `None` for anything else (nested values, escapes).
+fn plain_scalar_list(text: &str) -> Option<Vec<Json>> {
+    let b = text.as_bytes();
+    let ws = |mut i: usize| {
+        while let Some(b' ' | b'\t' | b'\n' | b'\r') = b.get(i) {
+            i += 1;
+        }
+        i
+    };
+    let mut items = Vec::new();
+    let mut i = ws(1);
+    if b.get(i) == Some(&b']') {
+        return Some(items);
+    }
+    loop {
+        let end = match b.get(i)? {
+            b'"' => {
+                let end = plain_run_end(b, i + 1);
+                (b.get(end) == Some(&b'"')).then_some(end + 1)?
+            }
+            b'-' | b'0'..=b'9' => number_end(b, i)?,
+            b't' | b'n' => i + 4,
+            b'f' => i + 5,
+            _ => return None,
+        };
+        items.push(plain_scalar(text.get(i..end)?)?);
+        i = ws(end);
+        match b.get(i)? {
+            b',' => i = ws(i + 1),
+            b']' => return Some(items),
+            _ => return None,
+        }
+    }
+}
+
+/// Filter bits of an object key: two of 64, from its length and its first
+/// and last bytes. An object keeps the bits of all its keys or'ed; a key
+/// whose bits are not all set is not one of them ([`may_hold`]).
+#[inline]
+pub(crate) fn key_bits(key: &[u8]) -> u64 {
+    let (first, last) = match key {
+        [] => (0, 0),
+        [first, .., last] => (*first, *last),
+        [only] => (*only, *only),
+    };
+    let mixed = (key.len() as u64 | u64::from(first) << 32 | u64::from(last) << 40)
+        .wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    1 << (mixed >> 58) | 1 << ((mixed >> 52) & 63)
+}
+
+/// The filter of an object whose keys are not known: every key may be there.
+pub(crate) const ANY_KEY: u64 = u64::MAX;
+
+/// `false` when `key` is certainly not among the keys behind `filter`.
+pub(crate) fn may_hold(filter: u64, key: &str) -> bool {
+    let bits = key_bits(key.as_bytes());
+    filter & bits == bits
+}
+
+/// A member of validated object text, by offsets into the text.
+pub(crate) struct Member {
+    /// Where the key starts (after its quote); it is as long as the key
+    /// looked up, since validated keys have no escapes.
+    pub(crate) key: usize,
+    /// The value's text.
+    pub(crate) value: std::ops::Range<usize>,
 }
 
 /// Where the value of the top-level member `key` of validated object text
 /// lies (start and end offsets), without building anything. Validated text
 /// has unescaped keys (the scan keeps no object with an escaped key), so keys
 /// compare as bytes.
-pub(crate) fn find_member(text: &str, key: &str) -> Option<(usize, usize)> {
+pub(crate) fn find_member(text: &str, key: &str) -> Option<Member> {
     let src = text.as_bytes();
     let ws = |i: &mut usize| {
         while let Some(b' ' | b'\t' | b'\n' | b'\r') = src.get(*i) {
@@ -878,7 +993,10 @@ pub(crate) fn find_member(text: &str, key: &str) -> Option<(usize, usize)> {
         ws(&mut i);
         let value_end = skip_validated_value(src, i)?;
         if &src[start..end] == key.as_bytes() {
-            return Some((i, value_end));
+            return Some(Member {
+                key: start,
+                value: i..value_end,
+            });
         }
         i = value_end;
         ws(&mut i);
@@ -1146,6 +1264,27 @@ mod tests {
         ) {
             let from = from.min(src.len());
             proptest::prop_assert_eq!(plain_run_end(&src, from), plain_run_end_bytewise(&src, from));
+        }
+
+        /// The shortcuts for one value of kept text read it as the parser
+        /// does, and the key filter of a kept object admits all its keys.
+        #[test]
+        fn kept_values_and_key_filters_agree_with_the_parser(value in tricky_text()) {
+            let doc = format!("{{\"k\": {value}}}");
+            let mut sc = Scratch::new();
+            if scan_free_object(doc.as_bytes(), 0, 0, &mut sc).is_some() {
+                proptest::prop_assert_eq!(
+                    parse_shallow_value(&value),
+                    parse_validated_text(&value, &Plan::Nested)
+                );
+            }
+            if let Some((end, keys)) = scan_free_object(value.as_bytes(), 0, 0, &mut sc) {
+                proptest::prop_assert_eq!(end, value.len());
+                let parsed = parse(value.as_bytes()).unwrap();
+                for key in parsed.as_object().unwrap().keys() {
+                    proptest::prop_assert!(may_hold(keys, key), "{key} in {value}");
+                }
+            }
         }
 
         /// Keeping clean objects as text never changes a verdict or a value.

@@ -667,7 +667,7 @@ mod tests {
     }
 
     fn raw(text: &str) -> Object {
-        Object::from_validated_text(text)
+        Object::from_validated_text(text, crate::parse::ANY_KEY)
     }
 
     fn num(lexeme: &str) -> Json {

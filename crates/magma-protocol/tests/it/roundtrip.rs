@@ -93,6 +93,20 @@ fn request_text(tools: &Object, attributes: &Object, memory: &Object, extra: &Ob
 proptest! {
     #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
 
+    /// Integers become the lexeme Rust prints for them, at every width.
+    #[test]
+    fn integers_keep_their_decimal_form(a in any::<i64>(), b in any::<u64>(), c in any::<i128>(), d in any::<u128>(), e in any::<i8>()) {
+        prop_assert_eq!(Number::from(a).to_string(), a.to_string());
+        prop_assert_eq!(Number::from(b).to_string(), b.to_string());
+        prop_assert_eq!(Number::from(c).to_string(), c.to_string());
+        prop_assert_eq!(Number::from(d).to_string(), d.to_string());
+        prop_assert_eq!(Number::from(e).to_string(), e.to_string());
+        for edge in [i128::MIN, i128::MAX, 0, -1, i128::from(i64::MIN), i128::from(u64::MAX)] {
+            prop_assert_eq!(Number::from(edge).to_string(), edge.to_string());
+        }
+        prop_assert_eq!(Number::from(u128::MAX).to_string(), u128::MAX.to_string());
+    }
+
     #[test]
     fn request_free_form_values_survive(
         tools in object(), attributes in object(), memory in object(), extra in object()
