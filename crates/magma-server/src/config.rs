@@ -25,8 +25,9 @@ pub struct Config {
     pub max_body_bytes: u64,
     /// Time a connection has to deliver a complete request head: from
     /// accept (or the end of the TLS handshake) to the first request, and on
-    /// HTTP/1.1 keep-alive from the previous response to the next request
-    /// head (default 30 s). The connection is closed when it runs out.
+    /// HTTP/1.1 keep-alive from the previous answer (writing it counts) to
+    /// the next request head (default 30 s). The connection is closed when
+    /// it runs out; a request being answered is never cut by it.
     pub header_timeout: Duration,
     /// Time allowed to receive a request body once its head arrived
     /// (default 60 s); `408` when it runs out.

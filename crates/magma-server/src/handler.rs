@@ -6,6 +6,7 @@ use std::hash::{BuildHasher, RandomState};
 use std::net::SocketAddr;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -74,7 +75,7 @@ fn detail(status: StatusCode, message: &str) -> Response<Full<Bytes>> {
 /// Handles one request; never fails and never panics (agent panics become
 /// `500`). Writes the access log line.
 pub(crate) async fn handle<A: Agent>(
-    shared: std::sync::Arc<Shared<A>>,
+    shared: &Shared<A>,
     req: Request<Incoming>,
     peer: SocketAddr,
 ) -> Result<Response<Full<Bytes>>, Infallible> {
@@ -87,7 +88,7 @@ pub(crate) async fn handle<A: Agent>(
         request_id: OnceLock::new(),
         answered: false,
     };
-    let reply = match CatchUnwind::new(route(&shared, req, &access.request_id)).await {
+    let reply = match CatchUnwind::new(route(shared, req, &access.request_id)).await {
         Ok(reply) => reply,
         Err(payload) => {
             tracing::error!(
@@ -224,17 +225,17 @@ pub(crate) fn content_type_is_json(headers: &HeaderMap) -> bool {
     let Ok(value) = value.to_str() else {
         return false;
     };
-    let essence = value
-        .split(';')
-        .next()
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase();
+    let essence = value.split(';').next().unwrap_or("").trim();
     if essence.is_empty() {
         return true;
     }
+    // Compared without case and without allocating: this runs per request.
     match essence.split_once('/') {
-        Some(("application", sub)) => sub == "json" || sub.ends_with("+json"),
+        Some((kind, sub)) if kind.eq_ignore_ascii_case("application") => {
+            let suffix = sub.len().checked_sub(5).and_then(|at| sub.get(at..));
+            sub.eq_ignore_ascii_case("json")
+                || suffix.is_some_and(|s| s.eq_ignore_ascii_case("+json"))
+        }
         _ => false,
     }
 }
@@ -245,10 +246,23 @@ enum BodyError {
     Read,
 }
 
+/// `fut` with a time limit. The timer is armed only when the first poll
+/// does not finish `fut`: a body that arrived with its head, or an agent
+/// that answers at once, costs no timer (a shared clock read and a timer
+/// entry per request otherwise). `Err(())` when the limit passed.
+async fn within<F: Future>(limit: Duration, fut: F) -> Result<F::Output, ()> {
+    let mut fut = std::pin::pin!(fut);
+    let first = std::future::poll_fn(|cx| Poll::Ready(fut.as_mut().poll(cx))).await;
+    match first {
+        Poll::Ready(out) => Ok(out),
+        Poll::Pending => tokio::time::timeout(limit, fut).await.map_err(|_| ()),
+    }
+}
+
 async fn read_body(body: Incoming, limit: u64, timeout: Duration) -> Result<Bytes, BodyError> {
     let limit = usize::try_from(limit).unwrap_or(usize::MAX);
-    match tokio::time::timeout(timeout, Limited::new(body, limit).collect()).await {
-        Err(_) => Err(BodyError::TimedOut),
+    match within(timeout, Limited::new(body, limit).collect()).await {
+        Err(()) => Err(BodyError::TimedOut),
         Ok(Err(e)) if e.downcast_ref::<LengthLimitError>().is_some() => Err(BodyError::TooLarge),
         Ok(Err(_)) => Err(BodyError::Read),
         Ok(Ok(collected)) => Ok(collected.to_bytes()),
@@ -354,9 +368,9 @@ async fn responses<A: Agent>(
     };
     let outcome = match shared.inference_timeout {
         None => inference.await,
-        Some(limit) => match tokio::time::timeout(limit, inference).await {
+        Some(limit) => match within(limit, inference).await {
             Ok(outcome) => outcome,
-            Err(_) => {
+            Err(()) => {
                 tracing::warn!(request_id = ?id, "inference timed out; answered 503");
                 let msg = format!(
                     "Service Unavailable: the inference did not finish within {} s",

@@ -2,14 +2,21 @@
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
+
+use http::{Request, Version};
+use hyper::body::Incoming;
+use tokio::time::Instant;
 
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, watch};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::JoinSet;
 
 use crate::agent::Agent;
@@ -119,7 +126,7 @@ impl Server {
             inference_timeout: config.inference_timeout,
             inferences: Semaphore::new(config.max_concurrent_inferences),
         });
-        let builder = Arc::new(http_builder(&config));
+        let builder = Arc::new(http_builder());
         let connections = Arc::new(Semaphore::new(config.max_connections));
         let (stop_tx, stop_rx) = watch::channel(false);
         let mut tasks = JoinSet::new();
@@ -218,13 +225,11 @@ fn is_tls(config: &Config) -> bool {
     }
 }
 
-fn http_builder(config: &Config) -> auto::Builder<TokioExecutor> {
+fn http_builder() -> auto::Builder<TokioExecutor> {
     let mut builder = auto::Builder::new(TokioExecutor::new());
-    builder
-        .http1()
-        .timer(TokioTimer::new())
-        .header_read_timeout(config.header_timeout)
-        .keep_alive(true);
+    // The header timeout is the connection's idle timer (`serve_io`), armed
+    // once per timeout period rather than once per request as hyper's is.
+    builder.http1().header_read_timeout(None).keep_alive(true);
     builder
         .http2()
         .timer(TokioTimer::new())
@@ -300,25 +305,38 @@ impl<A: Agent> Conn<A> {
             builder,
             peer,
             header_timeout,
-            mut stop,
+            stop,
             _permit,
         } = self;
-        let first_request = Arc::new(Notify::new());
+        let ctx = Arc::new(ConnContext {
+            shared,
+            peer,
+            activity: Activity::new(),
+        });
         let service = {
-            let first_request = Arc::clone(&first_request);
-            hyper::service::service_fn(move |req| {
-                first_request.notify_one();
-                handle(Arc::clone(&shared), req, peer)
+            let ctx = Arc::clone(&ctx);
+            hyper::service::service_fn(move |req: Request<Incoming>| {
+                // A clone of this connection's context, not of the server's
+                // state: no counter shared with other connections.
+                let ctx = Arc::clone(&ctx);
+                async move {
+                    let _answering = ctx.activity.begin(req.version());
+                    handle(&ctx.shared, req, ctx.peer).await
+                }
             })
         };
         let conn = builder.serve_connection(TokioIo::new(io), service);
         tokio::pin!(conn);
-        // hyper times out HTTP/1 request heads itself, but not the wait for
-        // the first bytes (protocol detection) nor an HTTP/2 preface: this
-        // covers both until the first request arrives.
-        let first_deadline = tokio::time::sleep(header_timeout);
-        tokio::pin!(first_deadline);
-        let mut first_seen = false;
+        // The idle timer: no bytes before a first request (protocol
+        // detection, a partial HTTP/2 preface), a slow request head, or a
+        // quiet keep-alive connection. It fires `header_timeout` after the
+        // connection opened; from then on it is moved to `header_timeout`
+        // after the last request began or was answered, so that it fires at
+        // most once per period however many requests the connection serves.
+        let idle = tokio::time::sleep(header_timeout);
+        tokio::pin!(idle);
+        let mut idle_off = false;
+        let mut stop = StopSignal::new(stop);
         let mut stopping = false;
         loop {
             tokio::select! {
@@ -328,16 +346,144 @@ impl<A: Agent> Conn<A> {
                     }
                     return;
                 }
-                () = &mut first_deadline, if !first_seen => {
-                    tracing::debug!(peer = %peer, "no request within the header timeout; closing");
-                    return;
-                }
-                () = first_request.notified(), if !first_seen => first_seen = true,
-                _ = stop.wait_for(|stop| *stop), if !stopping => {
+                () = &mut idle, if !idle_off => match ctx.activity.idle_deadline(header_timeout) {
+                    Idle::Expired => {
+                        tracing::debug!(peer = %peer, "no request within the header timeout; closing");
+                        return;
+                    }
+                    Idle::Until(deadline) => idle.as_mut().reset(deadline),
+                    // HTTP/2 keeps idle connections (it pings them).
+                    Idle::Never => idle_off = true,
+                },
+                () = &mut stop, if !stopping => {
                     stopping = true;
                     conn.as_mut().graceful_shutdown();
                 }
             }
         }
+    }
+}
+
+/// The shutdown signal as a connection's `select!` polls it: on every wake
+/// of the connection (each read and each response). A `watch` future that
+/// is waiting locks a mutex shared by all connections each time it is
+/// polled; this one polls it only when the value changed or the task's waker
+/// is not the one registered, and otherwise costs one atomic load.
+struct StopSignal {
+    rx: watch::Receiver<bool>,
+    wait: Pin<Box<dyn Future<Output = ()> + Send>>,
+    registered: Option<Waker>,
+}
+
+impl StopSignal {
+    fn new(rx: watch::Receiver<bool>) -> StopSignal {
+        let mut waiting = rx.clone();
+        StopSignal {
+            rx,
+            wait: Box::pin(async move {
+                // An error means the server is gone: stop too.
+                let _ = waiting.wait_for(|stop| *stop).await;
+            }),
+            registered: None,
+        }
+    }
+}
+
+impl Future for StopSignal {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = &mut *self;
+        let same_waker = this
+            .registered
+            .as_ref()
+            .is_some_and(|w| w.will_wake(cx.waker()));
+        if same_waker && matches!(this.rx.has_changed(), Ok(false)) {
+            return Poll::Pending;
+        }
+        this.registered = Some(cx.waker().clone());
+        this.wait.as_mut().poll(cx)
+    }
+}
+
+/// One connection's part of the server, shared by its requests' futures:
+/// cloning it per request touches no counter that other connections use.
+struct ConnContext<A> {
+    shared: Arc<Shared<A>>,
+    peer: SocketAddr,
+    activity: Activity,
+}
+
+/// What a connection's requests tell its idle timer.
+struct Activity {
+    opened: Instant,
+    /// Requests being answered (more than one only over HTTP/2).
+    answering: AtomicUsize,
+    /// When the last request began or was answered, in nanoseconds since
+    /// `opened`.
+    last: AtomicU64,
+    /// A request came over HTTP/2, which keeps idle connections.
+    http2: AtomicBool,
+}
+
+/// What the idle timer does when it fires.
+enum Idle {
+    /// Nothing happened for the whole timeout: close the connection.
+    Expired,
+    /// Something did: fire again then.
+    Until(Instant),
+    /// Stop the timer.
+    Never,
+}
+
+impl Activity {
+    fn new() -> Activity {
+        Activity {
+            opened: Instant::now(),
+            answering: AtomicUsize::new(0),
+            last: AtomicU64::new(0),
+            http2: AtomicBool::new(false),
+        }
+    }
+
+    fn since_opened(&self) -> u64 {
+        u64::try_from(self.opened.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// A request has begun; the guard marks it answered when dropped, which
+    /// also happens when the client goes away.
+    fn begin(&self, version: Version) -> Answering<'_> {
+        if version == Version::HTTP_2 {
+            self.http2.store(true, Ordering::Relaxed);
+        }
+        self.answering.fetch_add(1, Ordering::Relaxed);
+        self.last.store(self.since_opened(), Ordering::Relaxed);
+        Answering(self)
+    }
+
+    fn idle_deadline(&self, timeout: Duration) -> Idle {
+        if self.http2.load(Ordering::Relaxed) {
+            return Idle::Never;
+        }
+        let now = Instant::now();
+        if self.answering.load(Ordering::Relaxed) > 0 {
+            // Bodies and inferences have their own limits.
+            return Idle::Until(now + timeout);
+        }
+        let last = self.opened + Duration::from_nanos(self.last.load(Ordering::Relaxed));
+        match last.checked_add(timeout) {
+            Some(deadline) if deadline > now => Idle::Until(deadline),
+            _ => Idle::Expired,
+        }
+    }
+}
+
+/// A request being answered ([`Activity::begin`]).
+struct Answering<'a>(&'a Activity);
+
+impl Drop for Answering<'_> {
+    fn drop(&mut self) {
+        self.0.last.store(self.0.since_opened(), Ordering::Relaxed);
+        self.0.answering.fetch_sub(1, Ordering::Relaxed);
     }
 }
