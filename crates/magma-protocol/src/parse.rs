@@ -1230,6 +1230,40 @@ mod tests {
     }
 
     #[test]
+    fn keys_that_share_filter_bits_are_told_apart_and_repeats_are_caught() {
+        // Same length, first and last byte: the same filter bits, so the scan
+        // must compare them, and find them different.
+        assert_eq!(key_bits(b"ab1c"), key_bits(b"ab2c"));
+        let scan = |text: &str| scan_free_object(text.as_bytes(), 0, 0, &mut Scratch::new());
+        let two = r#"{"ab1c": 1, "ab2c": {"ab1c": 2, "ab2c": 3}}"#;
+        let (end, keys) = scan(two).unwrap();
+        assert_eq!(end, two.len());
+        assert!(may_hold(keys, "ab1c") && may_hold(keys, "ab2c"));
+        assert!(scan(r#"{"ab1c": 1, "ab2c": 2, "ab1c": 3}"#).is_none());
+        assert!(scan(r#"{"x": {"ab1c": 1, "ab2c": 2, "ab2c": 3}}"#).is_none());
+        // Sixty distinct keys fill the filter; only a real repeat is refused,
+        // in the object itself or in one nested at any point.
+        let many: Vec<String> = (0..60).map(|i| format!(r#""k{i}": {i}"#)).collect();
+        let text = format!("{{{}}}", many.join(", "));
+        let (_, keys) = scan(&text).unwrap();
+        assert!((0..60).all(|i| may_hold(keys, &format!("k{i}"))));
+        assert!(scan(&format!("{{{}, \"k17\": 0}}", many.join(", "))).is_none());
+        let nested = format!(r#"{{"a": {{{}}}, "k17": 0}}"#, many.join(", "));
+        assert!(
+            scan(&nested).is_some(),
+            "a key of a nested object is not a sibling"
+        );
+        // Kept objects answer lookups and inserts through the filter.
+        let mut object = Object::from_validated_text(&text, keys);
+        assert_eq!(object.get("k59"), Some(&Json::from(59)));
+        assert_eq!(object.get("k60"), None);
+        assert_eq!(object.insert("k60", Json::from(60)), None);
+        assert_eq!(object.get("k60"), Some(&Json::from(60)));
+        assert_eq!(object.insert("k60", Json::from(61)), Some(Json::from(60)));
+        assert_eq!(object.len(), 61);
+    }
+
+    #[test]
     fn plain_runs_end_at_every_special_byte_in_every_lane() {
         for special in (0u8..0x20).chain([b'"', b'\\']) {
             for filler in [b'a', 0x7f, 0x80, 0xff, 0x21, 0x23, 0x5b, 0x5d] {
