@@ -246,16 +246,21 @@ enum BodyError {
     Read,
 }
 
-/// `fut` with a time limit. The timer is armed only when the first poll
-/// does not finish `fut`: a body that arrived with its head, or an agent
-/// that answers at once, costs no timer (a shared clock read and a timer
-/// entry per request otherwise). `Err(())` when the limit passed.
+/// `fut` with a time limit, counted from the call. The timer is armed only
+/// when the first poll does not finish `fut`: a body that arrived with its
+/// head, or an agent that answers at once, costs a clock read instead of a
+/// timer entry. `Err(())` when the limit passed.
 async fn within<F: Future>(limit: Duration, fut: F) -> Result<F::Output, ()> {
+    // `None`: a limit past any representable instant, which never comes.
+    let deadline = tokio::time::Instant::now().checked_add(limit);
     let mut fut = std::pin::pin!(fut);
     let first = std::future::poll_fn(|cx| Poll::Ready(fut.as_mut().poll(cx))).await;
-    match first {
-        Poll::Ready(out) => Ok(out),
-        Poll::Pending => tokio::time::timeout(limit, fut).await.map_err(|_| ()),
+    match (first, deadline) {
+        (Poll::Ready(out), _) => Ok(out),
+        (Poll::Pending, Some(deadline)) => {
+            tokio::time::timeout_at(deadline, fut).await.map_err(|_| ())
+        }
+        (Poll::Pending, None) => Ok(fut.await),
     }
 }
 

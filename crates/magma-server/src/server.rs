@@ -466,14 +466,17 @@ impl Activity {
             return Idle::Never;
         }
         let now = Instant::now();
-        if self.answering.load(Ordering::Relaxed) > 0 {
+        let from = if self.answering.load(Ordering::Relaxed) > 0 {
             // Bodies and inferences have their own limits.
-            return Idle::Until(now + timeout);
-        }
-        let last = self.opened + Duration::from_nanos(self.last.load(Ordering::Relaxed));
-        match last.checked_add(timeout) {
+            now
+        } else {
+            self.opened + Duration::from_nanos(self.last.load(Ordering::Relaxed))
+        };
+        match from.checked_add(timeout) {
             Some(deadline) if deadline > now => Idle::Until(deadline),
-            _ => Idle::Expired,
+            Some(_) => Idle::Expired,
+            // Past any representable instant: never.
+            None => Idle::Never,
         }
     }
 }

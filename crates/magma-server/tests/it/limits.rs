@@ -256,6 +256,25 @@ async fn an_inference_past_its_deadline_is_503_and_the_slot_is_freed() {
     check_response(&request, &server.respond(request.clone()).await);
 }
 
+#[tokio::test]
+async fn timeouts_past_any_representable_instant_never_fire() {
+    let forever = Duration::from_secs(u64::MAX);
+    let server = TestServer::with_config(
+        DemoAgent::new(),
+        config(|c| {
+            c.header_timeout = forever;
+            c.body_timeout = forever;
+            c.inference_timeout = Some(forever);
+        }),
+    )
+    .await;
+    // An inference that waits (its timer would be armed) and one that does not.
+    for request in [slow_request("waits", 200), user_request("at-once", "x", 2)] {
+        check_response(&request, &server.respond(request.clone()).await);
+    }
+    server.get("/health").await.expect(200);
+}
+
 /// Acceptance check: `/health` answers in under 100 ms while 8 inferences
 /// with `delay_ms` 3000 run. Each health check opens a new connection, as
 /// BENCH's `requests.get` does.
