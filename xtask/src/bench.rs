@@ -179,27 +179,26 @@ impl Bench {
         // First the server with the system allocator, kept aside for the
         // allocator comparison, then everything as benchmarked: `magma-server`
         // with its `tls` and `mimalloc` features.
-        let mut cmd = crate::process::cargo();
-        cmd.current_dir(&self.root).args([
-            "build",
-            "--release",
-            "--quiet",
+        let root = self.root.clone();
+        let release_build = |args: &[&str]| {
+            let mut cmd = crate::process::cargo();
+            cmd.current_dir(&root)
+                .args(["build", "--release", "--quiet"])
+                .args(args);
+            cmd
+        };
+        self.exec(&mut release_build(&[
             "-p",
             "magma-server",
             "--features",
             "tls",
             "--bin",
             "magma-server",
-        ]);
-        self.exec(&mut cmd)?;
+        ]))?;
         let exe = format!("magma-server{}", std::env::consts::EXE_SUFFIX);
         std::fs::copy(self.bin.join(&exe), self.system_alloc_server())
             .context("keeping the system-allocator build of magma-server")?;
-        let mut cmd = crate::process::cargo();
-        cmd.current_dir(&self.root).args([
-            "build",
-            "--release",
-            "--quiet",
+        self.exec(&mut release_build(&[
             "-p",
             "magma-server",
             "-p",
@@ -209,8 +208,7 @@ impl Bench {
             "--features",
             "magma-server/tls,magma-server/mimalloc",
             "--bins",
-        ]);
-        self.exec(&mut cmd)
+        ]))
     }
 
     /// The `magma-server` binary built without the `mimalloc` feature.

@@ -228,9 +228,7 @@ impl Parser<'_> {
     }
 
     pub(crate) fn skip_ws(&mut self) {
-        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.peek() {
-            self.pos += 1;
-        }
+        self.pos = ws_end(self.src, self.pos);
     }
 
     fn document(&mut self, plan: &'static Plan) -> PResult<Json> {
@@ -651,15 +649,10 @@ pub(crate) fn scan_free_object(
     sc.containers.clear();
     sc.keys.clear();
     sc.frames.clear();
-    let ws = |i: &mut usize| {
-        while let Some(b' ' | b'\t' | b'\n' | b'\r') = src.get(*i) {
-            *i += 1;
-        }
-    };
     let mut i = start + 1;
     sc.containers.push(b'{');
     sc.frames.push((0, 0));
-    ws(&mut i);
+    i = ws_end(src, i);
     if src.get(i) == Some(&b'}') {
         return Some((i + 1, 0));
     }
@@ -670,7 +663,7 @@ pub(crate) fn scan_free_object(
         if sc.containers.len() > MAX_FREE_FORM_DEPTH + 1 {
             return None;
         }
-        ws(&mut i);
+        i = ws_end(src, i);
         match *src.get(i)? {
             open @ (b'{' | b'[') => {
                 let level = sc.containers.len();
@@ -678,7 +671,7 @@ pub(crate) fn scan_free_object(
                     return None;
                 }
                 i += 1;
-                ws(&mut i);
+                i = ws_end(src, i);
                 let close = if open == b'{' { b'}' } else { b']' };
                 if src.get(i) == Some(&close) {
                     i += 1;
@@ -719,12 +712,12 @@ pub(crate) fn scan_free_object(
         }
         // After a value.
         loop {
-            ws(&mut i);
+            i = ws_end(src, i);
             let top = *sc.containers.last()?;
             match (*src.get(i)?, top) {
                 (b',', b'{') => {
                     i += 1;
-                    ws(&mut i);
+                    i = ws_end(src, i);
                     i = scan_key(src, i, sc)?;
                     continue 'value;
                 }
@@ -751,9 +744,10 @@ pub(crate) fn scan_free_object(
     }
 }
 
-/// Where the string holding an escape at `i` ends: its closing quote, a raw
-/// control character or the end of `src`. Only sizes a buffer, so it does
-/// not check the escapes.
+/// Where the string content at `i` ends: its closing quote, a raw control
+/// character or the end of `src`. An escape is skipped as a backslash and the
+/// byte after it (the rest of a `\uXXXX` is plain), without checking it: this
+/// sizes a buffer, and skips strings in validated text.
 fn escaped_string_end(src: &[u8], mut i: usize) -> usize {
     loop {
         i = plain_run_end(src, i);
@@ -792,10 +786,7 @@ fn scan_key(src: &[u8], i: usize, sc: &mut Scratch) -> Option<usize> {
     }
     *seen |= bits;
     sc.keys.push((start, j));
-    j += 1;
-    while let Some(b' ' | b'\t' | b'\n' | b'\r') = src.get(j) {
-        j += 1;
-    }
+    j = ws_end(src, j + 1);
     (src.get(j) == Some(&b':')).then_some(j + 1)
 }
 
@@ -899,14 +890,8 @@ fn plain_scalar(text: &str) -> Option<Json> {
 /// [`plain_scalar`]; `None` for anything else (nested values, escapes).
 fn plain_scalar_list(text: &str) -> Option<Vec<Json>> {
     let b = text.as_bytes();
-    let ws = |mut i: usize| {
-        while let Some(b' ' | b'\t' | b'\n' | b'\r') = b.get(i) {
-            i += 1;
-        }
-        i
-    };
     let mut items = Vec::new();
-    let mut i = ws(1);
+    let mut i = ws_end(b, 1);
     if b.get(i) == Some(&b']') {
         return Some(items);
     }
@@ -922,9 +907,9 @@ fn plain_scalar_list(text: &str) -> Option<Vec<Json>> {
             _ => return None,
         };
         items.push(plain_scalar(text.get(i..end)?)?);
-        i = ws(end);
+        i = ws_end(b, end);
         match b.get(i)? {
-            b',' => i = ws(i + 1),
+            b',' => i = ws_end(b, i + 1),
             b']' => return Some(items),
             _ => return None,
         }
@@ -970,14 +955,9 @@ pub(crate) struct Member {
 /// compare as bytes.
 pub(crate) fn find_member(text: &str, key: &str) -> Option<Member> {
     let src = text.as_bytes();
-    let ws = |i: &mut usize| {
-        while let Some(b' ' | b'\t' | b'\n' | b'\r') = src.get(*i) {
-            *i += 1;
-        }
-    };
     let mut i = 1;
     loop {
-        ws(&mut i);
+        i = ws_end(src, i);
         if src.get(i) != Some(&b'"') {
             // `}` of an empty object (or of text that is not what it should be).
             return None;
@@ -985,12 +965,12 @@ pub(crate) fn find_member(text: &str, key: &str) -> Option<Member> {
         let start = i + 1;
         let end = plain_run_end(src, start);
         i = end + 1;
-        ws(&mut i);
+        i = ws_end(src, i);
         if src.get(i) != Some(&b':') {
             return None;
         }
         i += 1;
-        ws(&mut i);
+        i = ws_end(src, i);
         let value_end = skip_validated_value(src, i)?;
         if &src[start..end] == key.as_bytes() {
             return Some(Member {
@@ -999,7 +979,7 @@ pub(crate) fn find_member(text: &str, key: &str) -> Option<Member> {
             });
         }
         i = value_end;
-        ws(&mut i);
+        i = ws_end(src, i);
         if src.get(i) != Some(&b',') {
             return None;
         }
@@ -1014,15 +994,9 @@ fn skip_validated_value(src: &[u8], mut i: usize) -> Option<usize> {
     loop {
         match *src.get(i)? {
             b'"' => {
-                i += 1;
-                loop {
-                    i = plain_run_end(src, i);
-                    match *src.get(i)? {
-                        b'"' => break,
-                        // An escape: skip the backslash and the byte after it
-                        // (the rest of a `\uXXXX` is plain).
-                        _ => i += 2,
-                    }
+                i = escaped_string_end(src, i + 1);
+                if src.get(i) != Some(&b'"') {
+                    return None;
                 }
                 i += 1;
             }
@@ -1076,6 +1050,16 @@ pub(crate) fn nested_text(
             }),
         ]
     })
+}
+
+/// The index of the first byte at or after `i` that is not JSON whitespace
+/// (space, tab, line feed, carriage return); `src.len()` when there is none.
+#[inline]
+pub(crate) fn ws_end(src: &[u8], mut i: usize) -> usize {
+    while let Some(b' ' | b'\t' | b'\n' | b'\r') = src.get(i) {
+        i += 1;
+    }
+    i
 }
 
 /// The index of the first byte at or after `i` that ends a plain run of
