@@ -1125,15 +1125,29 @@ mod tests {
             let mut tally = Tally::default();
             assert_eq!(check(body.as_bytes(), &mut tally), Ok(true), "{name}");
             let r = request(body.as_bytes()).unwrap();
-            // Every free-form object in the body stays text (the tiny body
-            // has none: its defaults are empty maps, as on the exact path).
+            // Every free-form object in the body stays text, except `{}`,
+            // which is an empty map on both paths (the tiny body has no
+            // objects: its defaults are empty maps too).
             let kept = representations(&r).iter().filter(|t| t.is_some()).count();
+            let empty = r
+                .inputs()
+                .iter()
+                .flat_map(|i| {
+                    i.tools
+                        .iter()
+                        .chain([&i.attributes, &i.memory, &i.extra_keys])
+                })
+                .filter(|o| o.is_empty())
+                .count();
             let objects = if body == TINY_BODY {
                 0
             } else {
-                representations(&r).len()
+                representations(&r).len() - empty
             };
             assert_eq!(kept, objects, "{name}");
+            if body != TINY_BODY && name.starts_with("http_body") {
+                assert!(empty > 0, "{name}: its `extra_keys` are `{{}}`");
+            }
         }
         assert_eq!(
             http_body(8).len(),

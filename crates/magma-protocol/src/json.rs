@@ -72,27 +72,29 @@ struct Read {
     /// The first key looked up before the entries were read, with its value:
     /// agents often read one key of an object (a tool's `name`, one
     /// attribute), which then costs that value, not every entry.
-    looked_up: OnceLock<(LookedUp, Json)>,
+    /// Set when the box is made, never after: a plain field, which costs
+    /// no synchronisation to fill.
+    looked_up: Option<(LookedUp, Json)>,
 }
 
 impl Read {
     fn with_looked_up(key: LookedUp, value: Json) -> Box<Read> {
         Box::new(Read {
             entries: OnceLock::new(),
-            looked_up: OnceLock::from((key, value)),
+            looked_up: Some((key, value)),
         })
     }
 
     /// The value looked up before the entries were read, if it is `key`'s.
     fn looked_up<'a>(&'a self, text: &str, key: &str) -> Option<&'a Json> {
-        let (at, value) = self.looked_up.get()?;
+        let (at, value) = self.looked_up.as_ref()?;
         (text.get(at.start..at.end) == Some(key)).then_some(value)
     }
 
     fn with_entries(entries: Map<Json>) -> Box<Read> {
         Box::new(Read {
             entries: OnceLock::from(entries),
-            looked_up: OnceLock::new(),
+            looked_up: None,
         })
     }
 }
@@ -126,6 +128,11 @@ impl Object {
     /// `keys` covers its top-level keys ([`crate::parse::ANY_KEY`] when not
     /// known).
     pub(crate) fn from_validated_text(text: &str, keys: u64) -> Object {
+        if text == "{}" {
+            // Common (`extra_keys`, `memory`, a tool's `arguments`), and an
+            // empty map writes back the same two bytes: no copy to keep.
+            return Object::new();
+        }
         Object {
             repr: ObjectRepr::Raw {
                 text: text.into(),
@@ -235,6 +242,53 @@ impl Object {
             }
         }
         self.map().get(key)
+    }
+
+    /// The string value of `key`: what `get(key).and_then(Json::as_str)`
+    /// answers, but cheaper on an object still kept as its text (see the
+    /// type docs). There, a string without escapes (most are) is borrowed
+    /// from the text, and nothing is built or cached: reading a tool's
+    /// `name` this way costs one scan of the tool's text.
+    ///
+    /// ```
+    /// use magma_protocol::{AgentRequest, json};
+    ///
+    /// let body = r#"{"request_id": "r", "inputs": [{"id": 0,
+    ///     "instruction": {"type": "env", "content": "{}"},
+    ///     "tools": [{"name": "press_button", "arguments": {}}]}]}"#;
+    /// let request = AgentRequest::from_slice(body.as_bytes()).unwrap();
+    /// let tool = &request.inputs()[0].tools[0];
+    /// assert_eq!(tool.get_str("name"), Some("press_button"));
+    /// assert_eq!(tool.get_str("arguments"), None); // not a string
+    /// assert_eq!(tool.get_str("description"), None); // not there
+    /// assert_eq!(json!({"a": "x\ny"}).as_object().unwrap().get_str("a"), Some("x\ny"));
+    /// ```
+    pub fn get_str(&self, key: &str) -> Option<&str> {
+        if let ObjectRepr::Raw { text, keys, read } = &self.repr {
+            if !crate::parse::may_hold(*keys, key) {
+                return None;
+            }
+            match read.get() {
+                // Entries read: the map answers below.
+                Some(r) if r.entries.get().is_some() => {}
+                cached => {
+                    if let Some(v) = cached.and_then(|r| r.looked_up(text, key)) {
+                        return v.as_str();
+                    }
+                    let member = crate::parse::find_member(text, key)?;
+                    let value = text.as_bytes().get(member.value.clone())?;
+                    if value.first() != Some(&b'"') {
+                        return None;
+                    }
+                    let last = value.len() - 1;
+                    if last > 0 && crate::parse::plain_run_end(value, 1) == last {
+                        return text.get(member.value.start + 1..member.value.end - 1);
+                    }
+                    // A string with escapes: decoded (and cached) by `get`.
+                }
+            }
+        }
+        self.get(key).and_then(Json::as_str)
     }
 
     /// `false` when the object is unread text without `key`: answering that

@@ -890,23 +890,31 @@ fn plain_scalar(text: &str) -> Option<Json> {
 /// [`plain_scalar`]; `None` for anything else (nested values, escapes).
 fn plain_scalar_list(text: &str) -> Option<Vec<Json>> {
     let b = text.as_bytes();
-    let mut items = Vec::new();
     let mut i = ws_end(b, 1);
     if b.get(i) == Some(&b']') {
-        return Some(items);
+        return Some(Vec::new());
     }
+    // Room for a short list (robot names, a few objects) without regrowing.
+    let mut items = Vec::with_capacity(4);
     loop {
-        let end = match b.get(i)? {
+        let (item, end) = match b.get(i)? {
             b'"' => {
                 let end = plain_run_end(b, i + 1);
-                (b.get(end) == Some(&b'"')).then_some(end + 1)?
+                if b.get(end) != Some(&b'"') {
+                    return None;
+                }
+                (Json::String(text.get(i + 1..end)?.to_owned()), end + 1)
             }
-            b'-' | b'0'..=b'9' => number_end(b, i)?,
-            b't' | b'n' => i + 4,
-            b'f' => i + 5,
+            b'-' | b'0'..=b'9' => {
+                let end = number_end(b, i)?;
+                (Json::Number(Number::from_parser(text.get(i..end)?)), end)
+            }
+            b't' => (Json::Bool(true), i + 4),
+            b'f' => (Json::Bool(false), i + 5),
+            b'n' => (Json::Null, i + 4),
             _ => return None,
         };
-        items.push(plain_scalar(text.get(i..end)?)?);
+        items.push(item);
         i = ws_end(b, end);
         match b.get(i)? {
             b',' => i = ws_end(b, i + 1),
@@ -1299,8 +1307,22 @@ mod tests {
             if let Some((end, keys)) = scan_free_object(value.as_bytes(), 0, 0, &mut sc) {
                 proptest::prop_assert_eq!(end, value.len());
                 let parsed = parse(value.as_bytes()).unwrap();
-                for key in parsed.as_object().unwrap().keys() {
+                let object = parsed.as_object().unwrap();
+                for key in object.keys() {
                     proptest::prop_assert!(may_hold(keys, key), "{key} in {value}");
+                }
+                // `get_str` borrows from the text what `get` would build:
+                // on unread text, after one lookup, and once read whole.
+                for key in object.keys().chain(["", "k", "missing"]) {
+                    let want = object.get(key).and_then(Json::as_str);
+                    let fresh = Object::from_validated_text(&value, keys);
+                    proptest::prop_assert_eq!(fresh.get_str(key), want, "{} in {}", key, value);
+                    let looked_up = Object::from_validated_text(&value, keys);
+                    let _ = looked_up.get(key);
+                    proptest::prop_assert_eq!(looked_up.get_str(key), want);
+                    let read = Object::from_validated_text(&value, keys);
+                    let _ = read.len();
+                    proptest::prop_assert_eq!(read.get_str(key), want);
                 }
             }
         }
