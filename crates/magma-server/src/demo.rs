@@ -3,8 +3,8 @@
 use std::time::Duration;
 
 use magma_protocol::{
-    AgentDecision, AgentError, AgentInfo, AgentInput, Candidate, InstructionType, Json,
-    NonEmptyString, Object, ToolCall,
+    AgentDecision, AgentError, AgentInfo, AgentInput, AgentRequest, Candidate, InstructionType,
+    Json, NonEmptyString, Object, ToolCall,
 };
 
 use crate::agent::{Agent, Rejection};
@@ -60,28 +60,64 @@ impl Agent for DemoAgent {
     }
 
     async fn respond(&self, input: &AgentInput) -> Result<Vec<Candidate>, Rejection> {
-        let delay = delay_ms(&input.extra_keys)?;
-        let steps = steps(&input.memory)?;
+        let (delay, steps) = checked(input)?;
         if delay > 0 {
             tokio::time::sleep(Duration::from_millis(delay)).await;
         }
-        let n = input.num_outputs.get();
-        let content = &input.instruction.content;
-        let candidate = if content == "__error__" {
-            let error = AgentError::new("demo_error", "the instruction asked for an error")
-                .with_component("demo");
-            Candidate::new(input.memory.clone(), error)
-        } else {
-            let mut memory = input.memory.clone();
-            memory.insert("steps", Json::from(steps + 1));
-            Candidate::new(memory, decide(input))
-        };
-        // `n` is at most the server's max_candidates; the last candidate
-        // takes the original instead of a copy.
-        let mut out: Vec<Candidate> = (1..n).map(|_| candidate.clone()).collect();
-        out.push(candidate);
-        Ok(out)
+        Ok(answer(input, steps))
     }
+
+    /// Every input at once: the inputs are checked first (the first
+    /// rejection in input order wins), then the request waits for its
+    /// longest `delay_ms`, as the inputs would waiting side by side, and is
+    /// answered. The same answers as the default, without a future per input.
+    async fn respond_batch(
+        &self,
+        request: &AgentRequest,
+    ) -> Result<Vec<Vec<Candidate>>, Rejection> {
+        let mut longest = 0;
+        let mut steps = Vec::with_capacity(request.inputs().len());
+        for input in request.inputs() {
+            let (delay, s) = checked(input)?;
+            longest = longest.max(delay);
+            steps.push(s);
+        }
+        if longest > 0 {
+            tokio::time::sleep(Duration::from_millis(longest)).await;
+        }
+        Ok(request
+            .inputs()
+            .iter()
+            .zip(steps)
+            .map(|(input, steps)| answer(input, steps))
+            .collect())
+    }
+}
+
+/// `extra_keys.delay_ms` and `memory.steps` of `input`, or the rejection.
+fn checked(input: &AgentInput) -> Result<(u64, u64), Rejection> {
+    Ok((delay_ms(&input.extra_keys)?, steps(&input.memory)?))
+}
+
+/// The candidates for `input`, whose memory counts `steps` so far.
+fn answer(input: &AgentInput, steps: u64) -> Vec<Candidate> {
+    let n = input.num_outputs.get();
+    let content = &input.instruction.content;
+    let candidate = if content == "__error__" {
+        let error = AgentError::new("demo_error", "the instruction asked for an error")
+            .with_component("demo");
+        Candidate::new(input.memory.clone(), error)
+    } else {
+        let mut memory = input.memory.clone();
+        memory.insert("steps", Json::from(steps + 1));
+        Candidate::new(memory, decide(input))
+    };
+    // `n` is at most the server's max_candidates; the last candidate
+    // takes the original instead of a copy.
+    let mut out = Vec::with_capacity(usize::try_from(n).unwrap_or(1));
+    out.extend((1..n).map(|_| candidate.clone()));
+    out.push(candidate);
+    out
 }
 
 fn decide(input: &AgentInput) -> AgentDecision {
@@ -109,11 +145,11 @@ fn decide(input: &AgentInput) -> AgentDecision {
 
 /// `name`, or `function.name` for `{"type": "function", "function": {...}}`.
 fn tool_name(tool: &Object) -> Option<NonEmptyString> {
-    let direct = tool.get("name").and_then(Json::as_str);
+    let direct = tool.get_str("name");
     let nested = || {
         tool.get("function")
-            .and_then(|f| f.get("name"))
-            .and_then(Json::as_str)
+            .and_then(Json::as_object)
+            .and_then(|f| f.get_str("name"))
     };
     direct.or_else(nested).and_then(NonEmptyString::new)
 }
@@ -176,6 +212,49 @@ mod tests {
             out[0].outcome,
             Outcome::Completed(AgentDecision::say("echo: {}"))
         );
+    }
+
+    /// The batch path answers what the per-input path answers, rejects
+    /// with the first bad input, and waits for the longest delay only.
+    #[tokio::test(start_paused = true)]
+    async fn batches_answer_as_single_inputs_do() {
+        let body = r#"{"request_id": "r", "inputs": [
+            {"id": 0, "instruction": {"type": "env", "content": "{}"},
+             "tools": [{"name": "press", "arguments": {}}],
+             "attributes": {"objects": ["a"], "known_robots": ["panda", "ur5e"]},
+             "memory": {"steps": 2, "note": "x\ny"}, "extra_keys": {"delay_ms": 40}},
+            {"id": 1, "instruction": {"type": "user", "content": "hi"}, "num_outputs": 3,
+             "extra_keys": {"delay_ms": 25}},
+            {"id": 2, "instruction": {"type": "user", "content": "__error__"},
+             "memory": {}}
+        ]}"#;
+        let request = AgentRequest::from_slice(body.as_bytes()).unwrap();
+        let agent = DemoAgent::new();
+        let start = tokio::time::Instant::now();
+        let batch = agent.respond_batch(&request).await.unwrap();
+        assert_eq!(start.elapsed(), Duration::from_millis(40));
+        let mut single = Vec::new();
+        for input in request.inputs() {
+            single.push(agent.respond(input).await.unwrap());
+        }
+        assert_eq!(batch, single);
+        assert_eq!(batch.iter().map(Vec::len).collect::<Vec<_>>(), [1, 3, 1]);
+        let call = AgentDecision::call(vec![ToolCall {
+            name: NonEmptyString::new("press").unwrap(),
+            arguments: Object::new(),
+            target_robot_name: NonEmptyString::new("panda").unwrap(),
+        }]);
+        assert_eq!(batch[0][0].outcome, Outcome::Completed(call));
+        assert_eq!(batch[0][0].memory.get("steps"), Some(&Json::from(3u64)));
+
+        let bad = body
+            .replace(r#""delay_ms": 25"#, r#""delay_ms": -1"#)
+            .replace(r#""memory": {}"#, r#""memory": {"steps": "x"}"#);
+        let request = AgentRequest::from_slice(bad.as_bytes()).unwrap();
+        let start = tokio::time::Instant::now();
+        let err = agent.respond_batch(&request).await.unwrap_err();
+        assert!(err.detail().contains("delay_ms"), "{}", err.detail());
+        assert_eq!(start.elapsed(), Duration::ZERO, "rejected before any wait");
     }
 
     #[test]
