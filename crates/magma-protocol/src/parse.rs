@@ -608,12 +608,14 @@ pub(crate) fn is_number_lexeme(text: &[u8]) -> bool {
 /// Buffers reused across the free-form scans of one document.
 #[derive(Default)]
 pub(crate) struct Scratch {
-    /// Open containers, `{` or `[`, the free-form object itself first.
+    /// The open containers around the innermost one, `{` or `[`: the
+    /// innermost is kept in a local of the scan.
     containers: Vec<u8>,
     /// Spans of the keys of the open objects, for duplicate checks.
     keys: Vec<(usize, usize)>,
-    /// Each open object: where its keys start in `keys`, and the
-    /// [`key_bits`] of its keys or'ed, so that most keys need no comparison.
+    /// The open objects around the innermost one: where their keys start in
+    /// `keys`, and the [`key_bits`] of their keys or'ed, so that most keys
+    /// need no comparison.
     frames: Vec<(usize, u64)>,
 }
 
@@ -633,12 +635,23 @@ impl Scratch {
 /// take the tree path.
 const SCAN_KEY_LIMIT: usize = 64;
 
+/// The object being read by [`scan_free_object`]: where its keys start in
+/// [`Scratch::keys`], and the [`key_bits`] of its keys so far, or'ed.
+struct ScanFrame {
+    from: usize,
+    seen: u64,
+}
+
 /// Scans the object at `start` (a `{`) without building anything. Returns the
 /// end of the object, and the [`key_bits`] of its keys or'ed, when it is
 /// valid JSON, holds only finite numbers, nests no deeper than a free-form
 /// value may, has unique unescaped keys and no surrogate escapes: exactly the
-/// objects that would parse and validate cleanly. Returns `None` for anything else, and the caller parses the value
-/// as a tree, which reports any problem with its location.
+/// objects that would parse and validate cleanly. Returns `None` for anything
+/// else, and the caller parses the value as a tree, which reports any problem
+/// with its location.
+///
+/// The innermost container and object frame live in locals, the enclosing
+/// ones in `sc`: most values are read without touching the buffers.
 pub(crate) fn scan_free_object(
     src: &[u8],
     start: usize,
@@ -649,37 +662,44 @@ pub(crate) fn scan_free_object(
     sc.containers.clear();
     sc.keys.clear();
     sc.frames.clear();
-    let mut i = start + 1;
-    sc.containers.push(b'{');
-    sc.frames.push((0, 0));
-    i = ws_end(src, i);
+    let mut i = ws_end(src, start + 1);
     if src.get(i) == Some(&b'}') {
         return Some((i + 1, 0));
     }
-    i = scan_key(src, i, sc)?;
+    // The innermost open container, and how many are open: the free-form
+    // object itself is the first.
+    let mut top = b'{';
+    let mut level = 1usize;
+    let mut frame = ScanFrame { from: 0, seen: 0 };
+    i = scan_key(src, i, &mut sc.keys, &mut frame)?;
     'value: loop {
-        // The free-form object is `containers[0]`; a value inside more than
-        // MAX_FREE_FORM_DEPTH containers below it is refused by validation.
-        if sc.containers.len() > MAX_FREE_FORM_DEPTH + 1 {
+        // A value inside more than MAX_FREE_FORM_DEPTH containers below the
+        // free-form object is refused by validation.
+        if level > MAX_FREE_FORM_DEPTH + 1 {
             return None;
         }
         i = ws_end(src, i);
         match *src.get(i)? {
             open @ (b'{' | b'[') => {
-                let level = sc.containers.len();
                 if depth_before + level + 1 > MAX_JSON_DEPTH {
                     return None;
                 }
-                i += 1;
-                i = ws_end(src, i);
+                i = ws_end(src, i + 1);
                 let close = if open == b'{' { b'}' } else { b']' };
                 if src.get(i) == Some(&close) {
                     i += 1;
                 } else {
-                    sc.containers.push(open);
+                    sc.containers.push(top);
+                    top = open;
+                    level += 1;
                     if open == b'{' {
-                        sc.frames.push((sc.keys.len(), 0));
-                        i = scan_key(src, i, sc)?;
+                        let inner = ScanFrame {
+                            from: sc.keys.len(),
+                            seen: 0,
+                        };
+                        let outer = std::mem::replace(&mut frame, inner);
+                        sc.frames.push((outer.from, outer.seen));
+                        i = scan_key(src, i, &mut sc.keys, &mut frame)?;
                     }
                     continue 'value;
                 }
@@ -713,12 +733,10 @@ pub(crate) fn scan_free_object(
         // After a value.
         loop {
             i = ws_end(src, i);
-            let top = *sc.containers.last()?;
             match (*src.get(i)?, top) {
                 (b',', b'{') => {
-                    i += 1;
-                    i = ws_end(src, i);
-                    i = scan_key(src, i, sc)?;
+                    i = ws_end(src, i + 1);
+                    i = scan_key(src, i, &mut sc.keys, &mut frame)?;
                     continue 'value;
                 }
                 (b',', _) => {
@@ -727,16 +745,19 @@ pub(crate) fn scan_free_object(
                 }
                 (b'}', b'{') => {
                     i += 1;
-                    sc.containers.pop();
-                    let (from, keys) = sc.frames.pop()?;
-                    sc.keys.truncate(from);
-                    if sc.containers.is_empty() {
-                        return Some((i, keys));
+                    level -= 1;
+                    if level == 0 {
+                        return Some((i, frame.seen));
                     }
+                    sc.keys.truncate(frame.from);
+                    let (from, seen) = sc.frames.pop()?;
+                    frame = ScanFrame { from, seen };
+                    top = sc.containers.pop()?;
                 }
                 (b']', b'[') => {
                     i += 1;
-                    sc.containers.pop();
+                    level -= 1;
+                    top = sc.containers.pop()?;
                 }
                 _ => return None,
             }
@@ -760,8 +781,16 @@ fn escaped_string_end(src: &[u8], mut i: usize) -> usize {
     }
 }
 
-/// A key and its `:`; `None` for escaped keys and duplicates.
-fn scan_key(src: &[u8], i: usize, sc: &mut Scratch) -> Option<usize> {
+/// A key and its `:`; `None` for escaped keys and duplicates. Inlined into
+/// its three call sites: a request has a few hundred free-form keys, and the
+/// call cost about a fifth of a key's work.
+#[inline(always)]
+fn scan_key(
+    src: &[u8],
+    i: usize,
+    keys: &mut Vec<(usize, usize)>,
+    frame: &mut ScanFrame,
+) -> Option<usize> {
     if src.get(i) != Some(&b'"') {
         return None;
     }
@@ -772,20 +801,19 @@ fn scan_key(src: &[u8], i: usize, sc: &mut Scratch) -> Option<usize> {
     }
     let key = &src[start..j];
     let bits = key_bits(key);
-    let (from, seen) = sc.frames.last_mut()?;
-    let siblings = &sc.keys[*from..];
+    let siblings = keys.get(frame.from..)?;
     if siblings.len() >= SCAN_KEY_LIMIT {
         return None;
     }
     // Only a key whose bits were all seen can repeat a sibling.
-    if *seen & bits == bits {
+    if frame.seen & bits == bits {
         let same = |&(a, b): &(usize, usize)| b - a == key.len() && &src[a..b] == key;
         if siblings.iter().any(same) {
             return None;
         }
     }
-    *seen |= bits;
-    sc.keys.push((start, j));
+    frame.seen |= bits;
+    keys.push((start, j));
     j = ws_end(src, j + 1);
     (src.get(j) == Some(&b':')).then_some(j + 1)
 }
@@ -929,11 +957,8 @@ fn plain_scalar_list(text: &str) -> Option<Vec<Json>> {
 /// whose bits are not all set is not one of them ([`may_hold`]).
 #[inline]
 pub(crate) fn key_bits(key: &[u8]) -> u64 {
-    let (first, last) = match key {
-        [] => (0, 0),
-        [first, .., last] => (*first, *last),
-        [only] => (*only, *only),
-    };
+    let first = key.first().copied().unwrap_or(0);
+    let last = key.last().copied().unwrap_or(0);
     let mixed = (key.len() as u64 | u64::from(first) << 32 | u64::from(last) << 40)
         .wrapping_mul(0x9E37_79B9_7F4A_7C15);
     1 << (mixed >> 58) | 1 << ((mixed >> 52) & 63)
@@ -1064,6 +1089,11 @@ pub(crate) fn nested_text(
 /// (space, tab, line feed, carriage return); `src.len()` when there is none.
 #[inline]
 pub(crate) fn ws_end(src: &[u8], mut i: usize) -> usize {
+    // Every JSON whitespace byte is at most a space: one comparison answers
+    // most calls, compact JSON having none.
+    if src.get(i).is_some_and(|&c| c > b' ') {
+        return i;
+    }
     while let Some(b' ' | b'\t' | b'\n' | b'\r') = src.get(i) {
         i += 1;
     }
@@ -1074,7 +1104,7 @@ pub(crate) fn ws_end(src: &[u8], mut i: usize) -> usize {
 /// string content: `"`, `\` or a control character (below 0x20);
 /// `src.len()` when there is none. Eight bytes at a time: strings are most of
 /// a request's bytes.
-#[inline]
+#[inline(always)]
 pub(crate) fn plain_run_end(src: &[u8], mut i: usize) -> usize {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGH: u64 = 0x8080_8080_8080_8080;
