@@ -299,7 +299,12 @@ impl<'a> Reader<'a> {
                 0 => id = Some(r.integer()?.parse::<i64>().ok()?),
                 1 => instruction = Some(r.instruction()?),
                 2 => r.array(|r| {
-                    tools.push(r.free_object(TOOL_DEPTH)?);
+                    let tool = r.free_object(TOOL_DEPTH)?;
+                    if tools.capacity() == 0 {
+                        // Room for a usual skill list without regrowing.
+                        tools = Vec::with_capacity(4);
+                    }
+                    tools.push(tool);
                     Some(())
                 })?,
                 3 => attributes = Some(r.free_object(INPUT_FIELD_DEPTH)?),

@@ -242,7 +242,14 @@ impl WriteJson for Number {
     }
 
     fn size_hint(&self) -> usize {
-        self.as_str().len() + 2
+        // Exact for an integer written back as it is (the usual case, and
+        // what `Object::insert` sizes kept text with).
+        let text = self.as_str();
+        if is_canonical_integer(text) {
+            text.len()
+        } else {
+            text.len() + 2
+        }
     }
 }
 
