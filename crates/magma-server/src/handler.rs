@@ -222,6 +222,10 @@ pub(crate) fn content_type_is_json(headers: &HeaderMap) -> bool {
     let Some(value) = headers.get(CONTENT_TYPE) else {
         return true;
     };
+    // The usual value, compared before any parsing.
+    if value.as_bytes() == b"application/json" {
+        return true;
+    }
     let Ok(value) = value.to_str() else {
         return false;
     };
@@ -424,6 +428,10 @@ async fn responses<A: Agent>(
 
 /// Cuts an id to [`MAX_LOGGED_ID`] characters.
 fn truncate(mut id: String) -> String {
+    // No more bytes than the limit: no more characters either.
+    if id.len() <= MAX_LOGGED_ID {
+        return id;
+    }
     if let Some((cut, _)) = id.char_indices().nth(MAX_LOGGED_ID) {
         id.truncate(cut);
     }
