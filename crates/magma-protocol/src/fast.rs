@@ -54,6 +54,7 @@
 //! and free-form objects are scanned with an explicit stack) and never
 //! indexes past the end of the input.
 
+use std::cell::Cell;
 use std::num::NonZeroU64;
 
 use crate::json::Object;
@@ -86,19 +87,27 @@ pub(crate) fn request(src: &[u8]) -> Option<AgentRequest> {
     if src.starts_with("\u{feff}".as_bytes()) {
         return None;
     }
+    thread_local! {
+        /// The scan buffers of the last request read on this thread: a
+        /// server reads one request after another, and need not allocate
+        /// them each time.
+        static SCRATCH: Cell<Option<Scratch>> = const { Cell::new(None) };
+    }
     let text = std::str::from_utf8(src).ok()?;
     let mut r = Reader {
         p: Parser::new(src, text),
         src,
         text,
-        scratch: Scratch::new(),
+        scratch: SCRATCH.take().unwrap_or_else(Scratch::with_room),
     };
-    let request = r.request()?;
-    r.p.skip_ws();
-    if r.p.pos != src.len() {
-        return None;
+    let request = r.request().filter(|_| {
+        r.p.skip_ws();
+        r.p.pos == src.len()
+    });
+    if r.scratch.worth_keeping() {
+        SCRATCH.set(Some(std::mem::take(&mut r.scratch)));
     }
-    ids_unique(request.inputs()).then_some(request)
+    request.filter(|request| ids_unique(request.inputs()))
 }
 
 /// The reference's `unique_input_ids` rule (as `validate::unique_ids_issue`

@@ -622,12 +622,20 @@ pub(crate) struct Scratch {
 impl Scratch {
     /// Room for the usual free-form object (a few levels, a few dozen keys
     /// open at once), so that scanning one does not grow the buffers.
-    pub(crate) fn new() -> Scratch {
+    pub(crate) fn with_room() -> Scratch {
         Scratch {
             containers: Vec::with_capacity(16),
             keys: Vec::with_capacity(64),
             frames: Vec::with_capacity(16),
         }
+    }
+
+    /// `false` once a large document grew the buffers past the usual size:
+    /// they are then dropped instead of kept for the next document.
+    pub(crate) fn worth_keeping(&self) -> bool {
+        self.containers.capacity() <= 256
+            && self.keys.capacity() <= 1024
+            && self.frames.capacity() <= 256
     }
 }
 
@@ -1256,7 +1264,7 @@ mod tests {
         // Same length, first and last byte: the same filter bits, so the scan
         // must compare them, and find them different.
         assert_eq!(key_bits(b"ab1c"), key_bits(b"ab2c"));
-        let scan = |text: &str| scan_free_object(text.as_bytes(), 0, 0, &mut Scratch::new());
+        let scan = |text: &str| scan_free_object(text.as_bytes(), 0, 0, &mut Scratch::with_room());
         let two = r#"{"ab1c": 1, "ab2c": {"ab1c": 2, "ab2c": 3}}"#;
         let (end, keys) = scan(two).unwrap();
         assert_eq!(end, two.len());
@@ -1327,7 +1335,7 @@ mod tests {
         #[test]
         fn kept_values_and_key_filters_agree_with_the_parser(value in tricky_text()) {
             let doc = format!("{{\"k\": {value}}}");
-            let mut sc = Scratch::new();
+            let mut sc = Scratch::with_room();
             if scan_free_object(doc.as_bytes(), 0, 0, &mut sc).is_some() {
                 proptest::prop_assert_eq!(
                     parse_shallow_value(&value),
