@@ -125,13 +125,15 @@ fn decide(input: &AgentInput) -> AgentDecision {
     if input.instruction.kind != InstructionType::Env {
         return echo();
     }
-    let robot = input
-        .attributes
-        .get("known_robots")
-        .and_then(Json::as_array)
-        .and_then(|robots| robots.first())
-        .and_then(Json::as_str)
-        .and_then(NonEmptyString::new);
+    // The first robot's name is moved out of a copy of the list: the
+    // list is not kept in the attributes, nor its name copied twice.
+    let robot = match input.attributes.get_cloned("known_robots") {
+        Some(Json::Array(robots)) => match robots.into_iter().next() {
+            Some(Json::String(name)) => NonEmptyString::new(name),
+            _ => None,
+        },
+        _ => None,
+    };
     let tool = input.tools.first().and_then(tool_name);
     match (tool, robot) {
         (Some(name), Some(target_robot_name)) => AgentDecision::call(vec![ToolCall {
