@@ -129,8 +129,8 @@ impl Object {
     /// known).
     pub(crate) fn from_validated_text(text: &str, keys: u64) -> Object {
         if text == "{}" {
-            // Common (`extra_keys`, `memory`, a tool's `arguments`), and an
-            // empty map writes back the same two bytes: no copy to keep.
+            // Common (`extra_keys`, `memory`, `attributes`), and an empty
+            // map writes back the same two bytes: no copy to keep.
             return Object::new();
         }
         Object {
@@ -251,11 +251,16 @@ impl Object {
     /// twice.
     ///
     /// ```
-    /// use magma_protocol::{Json, json};
+    /// use magma_protocol::{AgentRequest, json};
     ///
-    /// let attributes = json!({"known_robots": ["panda", "ur5e"]});
-    /// let robots = attributes.as_object().unwrap().get_cloned("known_robots");
+    /// let body = r#"{"request_id": "r", "inputs": [{"id": 0,
+    ///     "instruction": {"type": "env", "content": "{}"},
+    ///     "attributes": {"known_robots": ["panda", "ur5e"]}}]}"#;
+    /// let request = AgentRequest::from_slice(body.as_bytes()).unwrap();
+    /// let attributes = &request.inputs()[0].attributes;
+    /// let robots = attributes.get_cloned("known_robots");
     /// assert_eq!(robots, Some(json!(["panda", "ur5e"])));
+    /// assert_eq!(attributes.get_cloned("objects"), None);
     /// ```
     pub fn get_cloned(&self, key: &str) -> Option<Json> {
         if let ObjectRepr::Raw { text, keys, read } = &self.repr {

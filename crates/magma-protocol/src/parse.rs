@@ -1349,18 +1349,23 @@ mod tests {
                 for key in object.keys() {
                     proptest::prop_assert!(may_hold(keys, key), "{key} in {value}");
                 }
-                // `get_str` borrows from the text what `get` would build:
-                // on unread text, after one lookup, and once read whole.
+                // `get_str` borrows from the text what `get` would build, and
+                // `get_cloned` copies it: on unread text, after one lookup,
+                // and once read whole.
                 for key in object.keys().chain(["", "k", "missing"]) {
                     let want = object.get(key).and_then(Json::as_str);
+                    let copy = object.get(key).cloned();
                     let fresh = Object::from_validated_text(&value, keys);
                     proptest::prop_assert_eq!(fresh.get_str(key), want, "{} in {}", key, value);
+                    proptest::prop_assert_eq!(&fresh.get_cloned(key), &copy);
                     let looked_up = Object::from_validated_text(&value, keys);
                     let _ = looked_up.get(key);
                     proptest::prop_assert_eq!(looked_up.get_str(key), want);
+                    proptest::prop_assert_eq!(&looked_up.get_cloned(key), &copy);
                     let read = Object::from_validated_text(&value, keys);
                     let _ = read.len();
                     proptest::prop_assert_eq!(read.get_str(key), want);
+                    proptest::prop_assert_eq!(&read.get_cloned(key), &copy);
                 }
             }
         }
