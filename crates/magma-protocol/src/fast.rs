@@ -380,15 +380,18 @@ mod tests {
     /// The representation of every free-form object, in order: `Some(text)`
     /// for validated text, `None` for a tree.
     fn representations(r: &AgentRequest) -> Vec<Option<String>> {
-        r.inputs()
-            .iter()
-            .flat_map(|i| {
-                i.tools
-                    .iter()
-                    .chain([&i.attributes, &i.memory, &i.extra_keys])
-            })
+        free_objects(r)
             .map(|o| o.raw_text().map(str::to_owned))
             .collect()
+    }
+
+    /// Every free-form object of `r`, in order.
+    fn free_objects(r: &AgentRequest) -> impl Iterator<Item = &Object> {
+        r.inputs().iter().flat_map(|i| {
+            i.tools
+                .iter()
+                .chain([&i.attributes, &i.memory, &i.extra_keys])
+        })
     }
 
     #[derive(Default, Debug, Clone, Copy)]
@@ -1143,16 +1146,7 @@ mod tests {
             // which is an empty map on both paths (the tiny body has no
             // objects: its defaults are empty maps too).
             let kept = representations(&r).iter().filter(|t| t.is_some()).count();
-            let empty = r
-                .inputs()
-                .iter()
-                .flat_map(|i| {
-                    i.tools
-                        .iter()
-                        .chain([&i.attributes, &i.memory, &i.extra_keys])
-                })
-                .filter(|o| o.is_empty())
-                .count();
+            let empty = free_objects(&r).filter(|o| o.is_empty()).count();
             let objects = if body == TINY_BODY {
                 0
             } else {

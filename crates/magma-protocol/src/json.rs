@@ -309,13 +309,12 @@ impl Object {
                         return v.as_str();
                     }
                     let member = crate::parse::find_member(text, key)?;
-                    let value = text.as_bytes().get(member.value.clone())?;
-                    if value.first() != Some(&b'"') {
+                    let value = text.get(member.value)?;
+                    if !value.starts_with('"') {
                         return None;
                     }
-                    let last = value.len() - 1;
-                    if last > 0 && crate::parse::plain_run_end(value, 1) == last {
-                        return text.get(member.value.start + 1..member.value.end - 1);
+                    if let Some(plain) = crate::parse::plain_string(value) {
+                        return Some(plain);
                     }
                     // A string with escapes: decoded (and cached) by `get`.
                 }

@@ -909,17 +909,22 @@ pub(crate) fn parse_shallow_value(text: &str) -> Option<Json> {
 /// A scalar of validated text, alone in `text`, if it needs no decoding:
 /// a string without escapes, a number or a literal.
 fn plain_scalar(text: &str) -> Option<Json> {
-    let b = text.as_bytes();
-    match b.first()? {
-        b'"' if plain_run_end(b, 1) == b.len() - 1 => {
-            Some(Json::String(text[1..text.len() - 1].to_owned()))
-        }
+    match text.as_bytes().first()? {
+        b'"' => plain_string(text).map(|s| Json::String(s.to_owned())),
         b'-' | b'0'..=b'9' => Some(Json::Number(Number::from_parser(text))),
         b't' => Some(Json::Bool(true)),
         b'f' => Some(Json::Bool(false)),
         b'n' => Some(Json::Null),
         _ => None,
     }
+}
+
+/// The content of a string of validated text, alone in `text`, if it has
+/// no escapes: it reads as it is written.
+pub(crate) fn plain_string(text: &str) -> Option<&str> {
+    let b = text.as_bytes();
+    let last = b.len().checked_sub(1)?;
+    (b.first() == Some(&b'"') && plain_run_end(b, 1) == last).then(|| &text[1..last])
 }
 
 /// The items of a validated array (`text` starts with `[`) if each is a
