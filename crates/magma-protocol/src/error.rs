@@ -3,8 +3,7 @@
 
 use std::fmt;
 
-use crate::json::{Json, Object};
-use crate::parse::Position;
+use crate::json::{Json, Location, Object, Position, SyntaxError, segment_json};
 
 /// The stable kind of one problem. Its [`as_str`](ErrorKind::as_str) name is
 /// the pydantic error `type` the reference reports for the same problem.
@@ -85,86 +84,6 @@ impl fmt::Display for ErrorKind {
     }
 }
 
-/// One step of a [`Location`]: an object key or an array index.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum Segment {
-    /// An object key.
-    Key(String),
-    /// An array index.
-    Index(usize),
-}
-
-/// Where a problem is, from the document root: `inputs[0].id`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
-pub struct Location(Vec<Segment>);
-
-impl Location {
-    /// The root of the document.
-    pub fn root() -> Self {
-        Location(Vec::new())
-    }
-
-    /// The steps from the root.
-    pub fn segments(&self) -> &[Segment] {
-        &self.0
-    }
-
-    /// `true` at the root.
-    pub fn is_root(&self) -> bool {
-        self.0.is_empty()
-    }
-
-    /// This location with one more step.
-    pub fn join(&self, segment: Segment) -> Location {
-        let mut v = self.0.clone();
-        v.push(segment);
-        Location(v)
-    }
-
-    /// The location as a JSON array of keys and indices, as pydantic's `loc`.
-    pub fn to_json(&self) -> Json {
-        Json::Array(self.0.iter().map(segment_json).collect())
-    }
-}
-
-fn segment_json(s: &Segment) -> Json {
-    match s {
-        Segment::Key(k) => Json::String(k.clone()),
-        Segment::Index(i) => Json::from(*i),
-    }
-}
-
-impl From<Vec<Segment>> for Location {
-    fn from(v: Vec<Segment>) -> Self {
-        Location(v)
-    }
-}
-
-impl fmt::Display for Location {
-    /// `inputs[0].instruction.type`; the root is `(root)`.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.0.is_empty() {
-            return f.write_str("(root)");
-        }
-        for (i, seg) in self.0.iter().enumerate() {
-            match seg {
-                Segment::Index(n) => write!(f, "[{n}]")?,
-                Segment::Key(k) => {
-                    let plain = !k.is_empty()
-                        && k.chars()
-                            .all(|c| c.is_alphanumeric() || c == '_' || c == '-');
-                    match (i, plain) {
-                        (0, true) => f.write_str(k)?,
-                        (_, true) => write!(f, ".{k}")?,
-                        (_, false) => write!(f, "[{}]", Json::String(k.clone()))?,
-                    }
-                }
-            }
-        }
-        Ok(())
-    }
-}
-
 /// One problem found in a document.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Issue {
@@ -198,7 +117,7 @@ impl Issue {
         self
     }
 
-    pub(crate) fn json_invalid(detail: &str, position: Position) -> Issue {
+    fn json_invalid(detail: &str, position: Position) -> Issue {
         let mut issue = Issue::new(
             ErrorKind::JsonInvalid,
             Location::root(),
@@ -210,9 +129,9 @@ impl Issue {
     }
 
     pub(crate) fn prefixed(mut self, prefix: &Location) -> Issue {
-        let mut segs = prefix.0.clone();
-        segs.append(&mut self.loc.0);
-        self.loc = Location(segs);
+        let mut segs = prefix.segments().to_vec();
+        segs.extend_from_slice(self.loc.segments());
+        self.loc = Location::from(segs);
         self
     }
 
@@ -261,7 +180,7 @@ impl Issue {
         let mut loc = vec![Json::from("body")];
         match self.position {
             Some(p) => loc.push(Json::from(p.char_offset)),
-            None => loc.extend(self.loc.0.iter().map(segment_json)),
+            None => loc.extend(self.loc.segments().iter().map(segment_json)),
         }
         let mut o = Object::new();
         o.insert("type", Json::from(self.kind.as_str()));
@@ -310,13 +229,6 @@ impl Error {
     pub(crate) fn new(model: &'static str, issues: Vec<Issue>) -> Error {
         debug_assert!(!issues.is_empty());
         Error { model, issues }
-    }
-
-    pub(crate) fn from_issue(issue: Issue) -> Error {
-        Error {
-            model: "JSON",
-            issues: vec![issue],
-        }
     }
 
     pub(crate) fn with_model(mut self, model: &'static str) -> Error {
@@ -373,5 +285,15 @@ impl fmt::Display for Error {
             write!(f, "{issue}")?;
         }
         Ok(())
+    }
+}
+
+impl From<SyntaxError> for Error {
+    /// Text that is not JSON: one `json_invalid` issue with its position.
+    fn from(e: SyntaxError) -> Error {
+        Error {
+            model: "JSON",
+            issues: vec![Issue::json_invalid(e.detail, e.position)],
+        }
     }
 }

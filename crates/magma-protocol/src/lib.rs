@@ -2,31 +2,29 @@
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+// Layers, each using only those listed before it (`tests/it/tidy.rs`):
+// the JSON layer, the limits, errors, the validation engine, the models,
+// then what is built on the models.
 mod env;
 mod error;
-mod fast;
-mod json;
+mod exchange;
+pub mod json;
+mod limits;
 mod model;
-mod parse;
-mod response;
 #[cfg(feature = "schema")]
 #[cfg_attr(docsrs, doc(cfg(feature = "schema")))]
 pub mod schema;
-mod ser;
 pub mod tools;
 mod validate;
-mod write;
 
 pub use env::{EnvFeedback, EnvFeedbackError, ToolOutcome};
-pub use error::{Error, ErrorKind, Issue, Location, Segment};
-pub use json::{Json, Map, Number, Object};
-pub use model::{
-    AgentDecision, AgentError, AgentHealth, AgentInfo, AgentInput, AgentInstruction, AgentOutput,
-    AgentRequest, AgentResponse, CandidateStatus, Capabilities, EmptyStringError,
-    IncompatibleAgent, InstructionType, NonEmptyString, Outcome, PROTOCOL_VERSION, ToolCall,
+pub use error::{Error, ErrorKind, Issue};
+#[allow(deprecated)]
+pub use exchange::check_exchange;
+pub use exchange::{
+    AssembleError, Candidate, CandidateKey, CandidateMismatch, ExchangeError, validate_exchange,
 };
-pub use parse::{MAX_JSON_DEPTH, Position, duplicate_keys};
-pub use response::{
-    AssembleError, Candidate, CandidateKey, CandidateMismatch, ExchangeError, check_exchange,
-};
-pub use validate::MAX_FREE_FORM_DEPTH;
+pub use json::{Json, Location, Map, Number, Object, Position, Segment};
+pub use limits::{MAX_FREE_FORM_DEPTH, MAX_JSON_DEPTH};
+pub use model::*;
+pub use validate::{EmptyStringError, NonEmptyString, duplicate_keys};

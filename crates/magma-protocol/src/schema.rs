@@ -29,8 +29,7 @@
 //! ```
 
 use crate::json::{Json, Object};
-use crate::parse::MAX_JSON_DEPTH;
-use crate::validate::MAX_FREE_FORM_DEPTH;
+use crate::limits::{MAX_FREE_FORM_DEPTH, MAX_JSON_DEPTH};
 
 /// The JSON Schema dialect of every schema here: draft 2020-12.
 pub const DIALECT: &str = "https://json-schema.org/draft/2020-12/schema";

@@ -77,7 +77,7 @@ pub fn verdict(kind: &str, doc: &[u8], request: Option<&[u8]>) -> Verdict {
             let Some(request) = request else {
                 return Verdict::reject("invalid_line:missing_request");
             };
-            return match magma_protocol::check_exchange(request, doc) {
+            return match magma_protocol::validate_exchange(request, doc) {
                 Ok(()) => Verdict::ok(),
                 Err(ExchangeError::Request(e)) => {
                     Verdict::reject(format!("request:{}", first_reason(&e)))

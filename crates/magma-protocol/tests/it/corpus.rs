@@ -2,7 +2,7 @@
 
 use magma_protocol::{
     AgentHealth, AgentInfo, AgentRequest, AgentResponse, Error, ExchangeError, Issue,
-    check_exchange,
+    validate_exchange,
 };
 
 /// The crate's verdict on one case: `Ok` or the issues.
@@ -23,7 +23,7 @@ pub(crate) fn verdict(kind: &str, doc: &str, request: Option<&str>) -> Result<()
             .map_err(issues),
         "exchange" => {
             let request = request.unwrap_or_default();
-            check_exchange(request.as_bytes(), doc.as_bytes())
+            validate_exchange(request.as_bytes(), doc.as_bytes())
                 .map_err(|e: ExchangeError| e.issues())
         }
         other => panic!("unknown case kind {other:?}"),

@@ -2,7 +2,7 @@
 
 use magma_protocol::{
     AgentHealth, AgentInfo, AgentRequest, AgentResponse, ErrorKind, Json, MAX_JSON_DEPTH,
-    check_exchange,
+    validate_exchange,
 };
 use proptest::prelude::*;
 
@@ -12,7 +12,7 @@ fn all_parsers(bytes: &[u8]) {
     let _ = AgentResponse::from_slice(bytes);
     let _ = AgentInfo::from_slice(bytes);
     let _ = AgentHealth::from_slice(bytes);
-    let _ = check_exchange(bytes, bytes);
+    let _ = validate_exchange(bytes, bytes);
 }
 
 /// Runs `f` on a thread with a small stack, so a recursion that grows with

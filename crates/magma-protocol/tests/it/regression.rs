@@ -9,7 +9,7 @@
 use magma_protocol::tools::ToolDescription;
 use magma_protocol::{
     AgentHealth, AgentInfo, AgentRequest, AgentResponse, EnvFeedback, ExchangeError, Json, Object,
-    check_exchange,
+    validate_exchange,
 };
 
 const FIXTURES: &str = include_str!(concat!(
@@ -110,7 +110,7 @@ fn info_health_invariants(kind: &str, doc: &[u8]) {
 
 /// The `exchange` target's invariants.
 fn exchange_invariants(request: &[u8], response: &[u8]) {
-    let verdict = check_exchange(request, response);
+    let verdict = validate_exchange(request, response);
     let by_hand = AgentRequest::from_slice(request)
         .map_err(ExchangeError::Request)
         .and_then(|req| {
@@ -120,13 +120,13 @@ fn exchange_invariants(request: &[u8], response: &[u8]) {
             Ok((req, resp))
         });
     match (&verdict, &by_hand) {
-        (Ok(()), Ok((req, resp))) => check_exchange(
+        (Ok(()), Ok((req, resp))) => validate_exchange(
             req.to_json_string().as_bytes(),
             resp.to_json_string().as_bytes(),
         )
         .expect("re-serialized exchange"),
         (Err(a), Err(b)) => assert_eq!(a, b),
-        _ => panic!("check_exchange disagrees with its steps"),
+        _ => panic!("validate_exchange disagrees with its steps"),
     }
 }
 

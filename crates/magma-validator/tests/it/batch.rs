@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use magma_validator::magma_protocol::{
     AgentHealth, AgentInfo, AgentRequest, AgentResponse, Error, ErrorKind, ExchangeError, Issue,
-    Segment, check_exchange,
+    Segment, validate_exchange,
 };
 use serde_json::Value;
 
@@ -49,7 +49,7 @@ fn protocol_verdict(kind: &str, doc: &str, request: Option<&str>) -> (&'static s
         "response" => AgentResponse::from_slice(doc).map(drop).map_err(first),
         "info" => AgentInfo::from_slice(doc).map(drop).map_err(first),
         "health" => AgentHealth::from_slice(doc).map(drop).map_err(first),
-        "exchange" => check_exchange(request.unwrap().as_bytes(), doc).map_err(|e| match e {
+        "exchange" => validate_exchange(request.unwrap().as_bytes(), doc).map_err(|e| match e {
             ExchangeError::Request(e) => format!("request:{}", reason(e.first())),
             ExchangeError::Response(e) => reason(e.first()),
             ExchangeError::Mismatch(_) => "candidates_mismatch".into(),

@@ -3,8 +3,8 @@
 
 use std::fmt;
 
-use crate::error::{ErrorKind, Issue, Location, Segment};
-use crate::json::Object;
+use crate::error::{ErrorKind, Issue};
+use crate::json::{Location, Object, Segment};
 use crate::model::{AgentInput, AgentOutput, AgentRequest, AgentResponse, Outcome};
 
 /// The `(request_id, source_id, candidate_index)` that identifies a candidate.
@@ -232,15 +232,24 @@ pub enum AssembleError {
     },
 }
 
-/// Checks a request and a response together, as the consumers do: both
-/// documents valid, then the candidate sequence. The error says which part
-/// failed.
-pub fn check_exchange(request: &[u8], response: &[u8]) -> Result<(), ExchangeError> {
+/// Validates a request and a response together, as the consumers do: both
+/// documents valid, then the candidate sequence
+/// ([`AgentResponse::validate_request`]). The error says which part failed.
+///
+/// (`magma_validator::check_exchange` is a different thing: a report of
+/// findings and lints for people.)
+pub fn validate_exchange(request: &[u8], response: &[u8]) -> Result<(), ExchangeError> {
     let request = AgentRequest::from_slice(request).map_err(ExchangeError::Request)?;
     let response = AgentResponse::from_slice(response).map_err(ExchangeError::Response)?;
     response
         .validate_request(&request)
         .map_err(ExchangeError::Mismatch)
+}
+
+/// The former name of [`validate_exchange`].
+#[deprecated(note = "renamed to `validate_exchange`")]
+pub fn check_exchange(request: &[u8], response: &[u8]) -> Result<(), ExchangeError> {
+    validate_exchange(request, response)
 }
 
 /// Why an exchange is refused.

@@ -1,4 +1,5 @@
-//! Lossless free-form JSON: [`Json`], [`Number`] and the ordered [`Map`].
+//! The lossless value: [`Json`], [`Number`], the ordered [`Map`] and
+//! [`Object`] with its reader of kept text.
 //!
 //! The reference keeps free-form positions (`memory`, `attributes`, `tools`,
 //! `extra_keys`, `arguments`, `internal_steps`) as Python objects: integers of
@@ -9,6 +10,8 @@
 
 use std::fmt;
 use std::sync::OnceLock;
+
+use super::KeyFilter;
 
 /// A JSON value that keeps everything the document said.
 ///
@@ -53,20 +56,19 @@ enum ObjectRepr {
     /// first use one level deep: objects among its values stay text.
     Raw {
         text: Box<str>,
-        /// A filter of the top-level keys ([`crate::parse::key_bits`] of each,
-        /// or'ed): a key whose bits are not all set is not there, which
-        /// answers most lookups of a missing key without a scan.
-        keys: u64,
+        /// The [`KeyFilter`] of the top-level keys, which answers most
+        /// lookups of a missing key without a scan.
+        keys: KeyFilter,
         /// What reading it built, boxed so that an unread object (and so
         /// every `Json`) stays small: deep values are cloned and dropped
         /// recursively, and their frames grow with it.
-        read: OnceLock<Box<Read>>,
+        read: OnceLock<Box<Decoded>>,
     },
 }
 
-/// What reading an object kept as text built.
+/// What decoding an object kept as text built.
 #[derive(Default)]
-struct Read {
+struct Decoded {
     /// Every entry, one level deep.
     entries: OnceLock<Map<Json>>,
     /// The first key looked up before the entries were read, with its value:
@@ -77,9 +79,9 @@ struct Read {
     looked_up: Option<(LookedUp, Json)>,
 }
 
-impl Read {
-    fn with_looked_up(key: LookedUp, value: Json) -> Box<Read> {
-        Box::new(Read {
+impl Decoded {
+    fn with_looked_up(key: LookedUp, value: Json) -> Box<Decoded> {
+        Box::new(Decoded {
             entries: OnceLock::new(),
             looked_up: Some((key, value)),
         })
@@ -91,8 +93,8 @@ impl Read {
         (text.get(at.start..at.end) == Some(key)).then_some(value)
     }
 
-    fn with_entries(entries: Map<Json>) -> Box<Read> {
-        Box::new(Read {
+    fn with_entries(entries: Map<Json>) -> Box<Decoded> {
+        Box::new(Decoded {
             entries: OnceLock::from(entries),
             looked_up: None,
         })
@@ -104,7 +106,7 @@ impl Read {
 type LookedUp = std::ops::Range<usize>;
 
 /// The entries already read, if any.
-fn entries_read(read: &OnceLock<Box<Read>>) -> Option<&Map<Json>> {
+fn entries_read(read: &OnceLock<Box<Decoded>>) -> Option<&Map<Json>> {
     read.get().and_then(|r| r.entries.get())
 }
 
@@ -125,9 +127,9 @@ impl Object {
 
     /// Wraps validated text: the caller has checked that `text` is one JSON
     /// object with unique keys that the generic parser reads without error.
-    /// `keys` covers its top-level keys ([`crate::parse::ANY_KEY`] when not
+    /// `keys` covers its top-level keys ([`KeyFilter::ANY`] when not
     /// known).
-    pub(crate) fn from_validated_text(text: &str, keys: u64) -> Object {
+    pub(crate) fn from_validated_text(text: &str, keys: KeyFilter) -> Object {
         if text == "{}" {
             // Common (`extra_keys`, `memory`, `attributes`), and an empty
             // map writes back the same two bytes: no copy to keep.
@@ -216,17 +218,17 @@ impl Object {
     /// The value for `key`.
     pub fn get(&self, key: &str) -> Option<&Json> {
         if let ObjectRepr::Raw { text, keys, read } = &self.repr {
-            if !crate::parse::may_hold(*keys, key) {
+            if !keys.may_contain(key) {
                 return None;
             }
             match read.get() {
                 // Unread text: a missing key costs a scan, the first key
                 // looked up costs its value.
                 None => {
-                    let member = crate::parse::find_member(text, key)?;
-                    if let Some(value) = crate::parse::parse_shallow_value(&text[member.value]) {
+                    let member = super::parse::find_member(text, key)?;
+                    if let Some(value) = super::parse::parse_shallow_value(&text[member.value]) {
                         let at = member.key..member.key + key.len();
-                        let r = read.get_or_init(|| Read::with_looked_up(at, value));
+                        let r = read.get_or_init(|| Decoded::with_looked_up(at, value));
                         if let Some(v) = r.looked_up(text, key) {
                             return Some(v);
                         }
@@ -236,7 +238,7 @@ impl Object {
                     if let Some(v) = r.looked_up(text, key) {
                         return Some(v);
                     }
-                    crate::parse::find_member(text, key)?;
+                    super::parse::find_member(text, key)?;
                 }
                 Some(_) => {}
             }
@@ -264,12 +266,12 @@ impl Object {
     /// ```
     pub fn get_cloned(&self, key: &str) -> Option<Json> {
         if let ObjectRepr::Raw { text, keys, read } = &self.repr {
-            if !crate::parse::may_hold(*keys, key) {
+            if !keys.may_contain(key) {
                 return None;
             }
             if read.get().is_none() {
-                let member = crate::parse::find_member(text, key)?;
-                if let Some(value) = crate::parse::parse_shallow_value(&text[member.value]) {
+                let member = super::parse::find_member(text, key)?;
+                if let Some(value) = super::parse::parse_shallow_value(&text[member.value]) {
                     return Some(value);
                 }
             }
@@ -298,7 +300,7 @@ impl Object {
     /// ```
     pub fn get_str(&self, key: &str) -> Option<&str> {
         if let ObjectRepr::Raw { text, keys, read } = &self.repr {
-            if !crate::parse::may_hold(*keys, key) {
+            if !keys.may_contain(key) {
                 return None;
             }
             match read.get() {
@@ -308,12 +310,12 @@ impl Object {
                     if let Some(v) = cached.and_then(|r| r.looked_up(text, key)) {
                         return v.as_str();
                     }
-                    let member = crate::parse::find_member(text, key)?;
+                    let member = super::parse::find_member(text, key)?;
                     let value = text.get(member.value)?;
                     if !value.starts_with('"') {
                         return None;
                     }
-                    if let Some(plain) = crate::parse::plain_string(value) {
+                    if let Some(plain) = super::lex::plain_string(value) {
                         return Some(plain);
                     }
                     // A string with escapes: decoded (and cached) by `get`.
@@ -328,7 +330,7 @@ impl Object {
     fn raw_may_contain(&self, key: &str) -> bool {
         match &self.repr {
             ObjectRepr::Raw { text, keys, read } if entries_read(read).is_none() => {
-                crate::parse::may_hold(*keys, key) && crate::parse::find_member(text, key).is_some()
+                keys.may_contain(key) && super::parse::find_member(text, key).is_some()
             }
             _ => true,
         }
@@ -391,7 +393,7 @@ impl Object {
 fn parse_validated(text: &str) -> Map<Json> {
     // `None` is unreachable: the text was validated as an object before it
     // was kept.
-    crate::parse::parse_shallow(text).unwrap_or_default()
+    super::parse::parse_shallow(text).unwrap_or_default()
 }
 
 /// `true` when `key` and `value` can be written into validated text as
@@ -399,7 +401,7 @@ fn parse_validated(text: &str) -> Map<Json> {
 /// scalar value (null, a boolean, a finite number, a string), which cannot
 /// break the nesting limits the text was checked for.
 fn spliceable(key: &str, value: &Json) -> bool {
-    let plain_key = crate::parse::plain_run_end(key.as_bytes(), 0) == key.len();
+    let plain_key = super::lex::plain_run_end(key.as_bytes(), 0) == key.len();
     let scalar = match value {
         Json::Null | Json::Bool(_) | Json::String(_) => true,
         Json::Number(n) => n.is_finite(),
@@ -414,15 +416,15 @@ fn spliceable(key: &str, value: &Json) -> bool {
 #[inline(never)]
 fn splice<K: AsRef<str> + Into<String>>(
     text: &mut Box<str>,
-    keys: &mut u64,
-    read: &mut OnceLock<Box<Read>>,
+    keys: &mut KeyFilter,
+    read: &mut OnceLock<Box<Decoded>>,
     key: K,
     value: Json,
 ) -> Option<Json> {
-    use crate::write::WriteJson;
+    use super::write::WriteJson;
     let k = key.as_ref();
-    let found = if crate::parse::may_hold(*keys, k) {
-        crate::parse::find_member(text, k).map(|m| (m.value.start, m.value.end))
+    let found = if keys.may_contain(k) {
+        super::parse::find_member(text, k).map(|m| (m.value.start, m.value.end))
     } else {
         None
     };
@@ -434,7 +436,7 @@ fn splice<K: AsRef<str> + Into<String>>(
             out.push_str(&text[end..]);
             let old = match entries_read(read) {
                 Some(_) => None,
-                None => crate::parse::parse_shallow_value(&text[start..end]),
+                None => super::parse::parse_shallow_value(&text[start..end]),
             };
             (out, old)
         }
@@ -455,14 +457,14 @@ fn splice<K: AsRef<str> + Into<String>>(
             (out, None)
         }
     };
-    *keys |= crate::parse::key_bits(k.as_bytes());
+    keys.add(KeyFilter::of(k.as_bytes()));
     *text = spliced.into_boxed_str();
     // What was read of the old text: the entries stay right once changed
     // too, a looked-up value may not.
     match read.take().and_then(|mut r| r.entries.take()) {
         Some(mut map) => {
             let old = map.insert(key.into(), value);
-            *read = OnceLock::from(Read::with_entries(map));
+            *read = OnceLock::from(Decoded::with_entries(map));
             old
         }
         None => old,
@@ -576,13 +578,13 @@ impl Clone for Object {
 /// the change does not parse the text again. Kept out of line, so that it
 /// adds nothing to the frames of `clone_tree`.
 #[inline(never)]
-fn clone_text(text: &str, keys: u64, entries: Option<&Map<Json>>) -> Object {
+fn clone_text(text: &str, keys: KeyFilter, entries: Option<&Map<Json>>) -> Object {
     Object {
         repr: ObjectRepr::Raw {
             text: text.into(),
             keys,
             read: entries.map_or_else(OnceLock::new, |m| {
-                OnceLock::from(Read::with_entries(m.clone()))
+                OnceLock::from(Decoded::with_entries(m.clone()))
             }),
         },
     }
@@ -642,18 +644,6 @@ impl fmt::Debug for Object {
 }
 
 impl Json {
-    /// Parses one JSON document from UTF-8 bytes, as the reference's
-    /// `json.loads` would, and checks that every number is finite.
-    ///
-    /// Duplicate keys keep the last value in the position of the first, as a
-    /// Python `dict` does.
-    pub fn from_slice(bytes: &[u8]) -> Result<Self, crate::Error> {
-        let value = crate::parse::parse(bytes)?;
-        let mut cx = crate::validate::Cx::new("Json");
-        crate::validate::check_free_form(&value, &mut cx, usize::MAX);
-        cx.finish(value)
-    }
-
     /// The name of this value's JSON type: `null`, `boolean`, `number`,
     /// `string`, `array` or `object`.
     pub fn type_name(&self) -> &'static str {
@@ -737,7 +727,7 @@ impl Json {
 
     /// Compact JSON text, numbers written exactly as they were read.
     pub fn to_json_string(&self) -> String {
-        crate::write::to_string(self)
+        super::write::to_string(self)
     }
 }
 
@@ -750,13 +740,6 @@ impl fmt::Debug for Json {
 impl fmt::Display for Json {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.to_json_string())
-    }
-}
-
-impl std::str::FromStr for Json {
-    type Err = crate::Error;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Json::from_slice(s.as_bytes())
     }
 }
 
@@ -847,7 +830,7 @@ impl Number {
 
     /// A lexeme that is syntactically a JSON number, finite or not.
     pub(crate) fn from_lexeme_unchecked_finite(text: &str) -> Option<Number> {
-        crate::parse::is_number_lexeme(text.as_bytes()).then(|| Number {
+        super::lex::is_number_lexeme(text.as_bytes()).then(|| Number {
             lexeme: text.into(),
         })
     }
@@ -1105,7 +1088,7 @@ macro_rules! json {
     // Arrays: munch one element at a time, up to each top-level comma.
     (@array [$($done:expr,)*]) => { vec![$($done,)*] };
     (@array [$($done:expr,)*] null $(, $($rest:tt)*)?) => {
-        $crate::json!(@array [$($done,)* $crate::Json::Null,] $($($rest)*)?)
+        $crate::json!(@array [$($done,)* $crate::json::Json::Null,] $($($rest)*)?)
     };
     (@array [$($done:expr,)*] [$($inner:tt)*] $(, $($rest:tt)*)?) => {
         $crate::json!(@array [$($done,)* $crate::json!([$($inner)*]),] $($($rest)*)?)
@@ -1114,12 +1097,12 @@ macro_rules! json {
         $crate::json!(@array [$($done,)* $crate::json!({$($inner)*}),] $($($rest)*)?)
     };
     (@array [$($done:expr,)*] $next:expr $(, $($rest:tt)*)?) => {
-        $crate::json!(@array [$($done,)* $crate::Json::from_scalar($next),] $($($rest)*)?)
+        $crate::json!(@array [$($done,)* $crate::json::Json::from_scalar($next),] $($($rest)*)?)
     };
     // Objects: `"key": value` pairs.
     (@object $o:ident) => {};
     (@object $o:ident $key:literal : null $(, $($rest:tt)*)?) => {
-        $o.insert($key, $crate::Json::Null);
+        $o.insert($key, $crate::json::Json::Null);
         $crate::json!(@object $o $($($rest)*)?);
     };
     (@object $o:ident $key:literal : [$($inner:tt)*] $(, $($rest:tt)*)?) => {
@@ -1131,18 +1114,18 @@ macro_rules! json {
         $crate::json!(@object $o $($($rest)*)?);
     };
     (@object $o:ident $key:literal : $value:expr $(, $($rest:tt)*)?) => {
-        $o.insert($key, $crate::Json::from_scalar($value));
+        $o.insert($key, $crate::json::Json::from_scalar($value));
         $crate::json!(@object $o $($($rest)*)?);
     };
-    (null) => { $crate::Json::Null };
-    ([ $($tt:tt)* ]) => { $crate::Json::Array($crate::json!(@array [] $($tt)*)) };
+    (null) => { $crate::json::Json::Null };
+    ([ $($tt:tt)* ]) => { $crate::json::Json::Array($crate::json!(@array [] $($tt)*)) };
     ({ $($tt:tt)* }) => {{
         #[allow(unused_mut)]
-        let mut object = $crate::Object::new();
+        let mut object = $crate::json::Object::new();
         $crate::json!(@object object $($tt)*);
-        $crate::Json::Object(object)
+        $crate::json::Json::Object(object)
     }};
-    ($other:expr) => { $crate::Json::from_scalar($other) };
+    ($other:expr) => { $crate::json::Json::from_scalar($other) };
 }
 
 /// Scalars the [`json!`] macro accepts.

@@ -1,7 +1,8 @@
-//! A typed fast path for [`AgentRequest::from_slice`].
+//! The direct reader of [`AgentRequest::from_slice`]: the usual valid
+//! request, read straight into typed values.
 //!
-//! The exact path ([`crate::parse::parse_with`] with [`crate::parse::REQUEST`],
-//! then [`crate::validate::request`]) builds a [`crate::Json`] tree of the
+//! The exact path (the parser following the request's `SHAPE`, then the
+//! request's validator) builds a [`crate::Json`] tree of the
 //! typed levels (key strings, maps, the input objects) and then takes it
 //! apart field by field, collecting pydantic's exact error list. For a valid
 //! request, the overwhelmingly common case on a server, all of that work is
@@ -29,7 +30,7 @@
 //! - a root object with the keys `request_id` (a non-empty string) and
 //!   `inputs` (an array of inputs), and no other key;
 //! - each input an object with `id` (an integer lexeme that fits `i64`;
-//!   `-0` is 0, as [`crate::Number::as_i64`] reads it) and
+//!   `-0` is 0, as [`Number::as_i64`](crate::json::Number::as_i64) reads it) and
 //!   `instruction` (an object with exactly `type`, `"user"` or `"env"`, and
 //!   `content`, a string), and optionally `tools` (an array of free-form
 //!   objects), `attributes`, `memory`, `extra_keys` (free-form objects) and
@@ -37,7 +38,7 @@
 //! - keys at these typed levels written without escapes and never repeated
 //!   (the exact path would keep the last duplicate; here it is simply not
 //!   the common case); no explicit `null` anywhere typed; input ids unique;
-//! - every free-form object one that [`scan_free_object`] accepts at that
+//! - every free-form object one that the free-form scan accepts at that
 //!   position (valid, finite, unique unescaped keys, within the depth
 //!   limits). It is called with the same `depth_before` the parser passes
 //!   there, so it decides exactly as in the exact path, which keeps such an
@@ -47,19 +48,20 @@
 //!   object there is the validated text `{}` too, not an empty map; a
 //!   missing field is an empty map on both paths.
 //!
-//! Strings are decoded by the parser's own [`Parser::string`], numbers are
-//! delimited by its [`number_end`] and read as [`crate::Number::as_i64`] and
-//! `as_u64` read them, so the values are the same by construction. Like the
+//! It reads through [`Cursor`], the JSON layer's interface for direct
+//! readers: strings are decoded by the parser's own code, numbers are
+//! delimited by its lexer and read as `Number::as_i64` and `as_u64` read
+//! them, free-form objects are checked by its scan, so the values are the same by construction. Like the
 //! parser, the reader does not recurse (the typed levels have a fixed depth
 //! and free-form objects are scanned with an explicit stack) and never
 //! indexes past the end of the input.
 
-use std::cell::Cell;
 use std::num::NonZeroU64;
 
-use crate::json::Object;
-use crate::model::{AgentInput, AgentInstruction, AgentRequest, InstructionType, NonEmptyString};
-use crate::parse::{Parser, Scratch, number_end, scan_free_object};
+use super::{AgentInput, AgentInstruction, AgentRequest, InstructionType, ids_unique};
+use crate::json::Cursor;
+use crate::limits::READ;
+use crate::validate::NonEmptyString;
 
 /// The parser's stack depth at `attributes`, `memory` and `extra_keys`: the
 /// root object, the `inputs` array and the input object are open.
@@ -78,287 +80,99 @@ const INPUT_FIELDS: &[&str] = &[
     "extra_keys",
 ];
 const INSTRUCTION_FIELDS: &[&str] = &["type", "content"];
+/// The values of `instruction.type`, in the order of [`InstructionType`].
+const INSTRUCTION_TYPES: &[&str] = &["user", "env"];
 
 /// The common case of a valid request, read straight into typed values.
 /// `None` whenever anything is unusual; the caller then takes the exact path.
-pub(crate) fn request(src: &[u8]) -> Option<AgentRequest> {
-    // The exact path refuses a byte-order mark; it is not whitespace here
-    // either, but say so.
-    if src.starts_with("\u{feff}".as_bytes()) {
-        return None;
-    }
-    thread_local! {
-        /// The scan buffers of the last request read on this thread: a
-        /// server reads one request after another, and need not allocate
-        /// them each time.
-        static SCRATCH: Cell<Option<Scratch>> = const { Cell::new(None) };
-    }
-    let text = std::str::from_utf8(src).ok()?;
-    let mut r = Reader {
-        p: Parser::new(src, text),
-        src,
-        text,
-        scratch: SCRATCH.take().unwrap_or_else(Scratch::with_room),
-    };
-    let request = r.request().filter(|_| {
-        r.p.skip_ws();
-        r.p.pos == src.len()
-    });
-    if r.scratch.worth_keeping() {
-        SCRATCH.set(Some(std::mem::take(&mut r.scratch)));
-    }
-    request.filter(|request| ids_unique(request.inputs()))
+pub(super) fn read(src: &[u8]) -> Option<AgentRequest> {
+    let mut c = Cursor::new(src, READ)?;
+    let request = request(&mut c).filter(|_| c.at_end())?;
+    ids_unique(request.inputs()).then_some(request)
 }
 
-/// The reference's `unique_input_ids` rule (as `validate::unique_ids_issue`
-/// decides it, without building its error).
-fn ids_unique(inputs: &[AgentInput]) -> bool {
-    if inputs.len() <= 16 {
-        inputs
-            .iter()
-            .enumerate()
-            .all(|(i, a)| inputs[..i].iter().all(|b| b.id != a.id))
-    } else {
-        let mut seen = std::collections::HashSet::with_capacity(inputs.len());
-        inputs.iter().all(|a| seen.insert(a.id))
-    }
-}
-
-struct Reader<'a> {
-    /// The parser, used as the cursor (`pos`) and for strings and whitespace.
-    p: Parser<'a>,
-    src: &'a [u8],
-    text: &'a str,
-    scratch: Scratch,
-}
-
-impl<'a> Reader<'a> {
-    /// Skips whitespace, then consumes `b` if it is next.
-    fn eat(&mut self, b: u8) -> bool {
-        self.p.skip_ws();
-        if self.p.peek() == Some(b) {
-            self.p.pos += 1;
-            true
+fn instruction(c: &mut Cursor<'_>) -> Option<AgentInstruction> {
+    let (mut kind, mut content) = (None, None);
+    c.object(INSTRUCTION_FIELDS, |c, i| {
+        if i == 0 {
+            kind = Some(match c.literal(INSTRUCTION_TYPES)? {
+                0 => InstructionType::User,
+                _ => InstructionType::Env,
+            });
         } else {
-            false
+            content = Some(c.string()?);
         }
-    }
+        Some(())
+    })?;
+    Some(AgentInstruction {
+        kind: kind?,
+        content: content?,
+    })
+}
 
-    /// Whitespace, a key without escapes that is one of `names`, whitespace
-    /// and `:`. Returns the key's index in `names`. The names hold no `"`
-    /// and no `\`, so a key that matches one of them and closes right
-    /// after it is exactly that name, unescaped; any other key (unknown,
-    /// escaped) is `None`.
-    fn key(&mut self, names: &[&str]) -> Option<usize> {
-        self.p.skip_ws();
-        let rest = self.src.get(self.p.pos..)?;
-        if rest.first() != Some(&b'"') {
-            return None;
-        }
-        for (i, name) in names.iter().enumerate() {
-            let n = name.len();
-            // The closing quote first: it rules out most names in one byte.
-            if rest.get(n + 1) == Some(&b'"') && rest.get(1..=n) == Some(name.as_bytes()) {
-                self.p.pos += n + 2;
-                return self.eat(b':').then_some(i);
-            }
-        }
-        None
-    }
-
-    /// An object whose keys are among `names` (at most 32), each at most
-    /// once; `member` reads the value of the key with the given index.
-    fn object(
-        &mut self,
-        names: &[&str],
-        mut member: impl FnMut(&mut Self, usize) -> Option<()>,
-    ) -> Option<()> {
-        if !self.eat(b'{') {
-            return None;
-        }
-        if self.eat(b'}') {
-            return Some(());
-        }
-        let mut seen = 0u32;
-        loop {
-            let i = self.key(names)?;
-            let bit = 1u32.checked_shl(u32::try_from(i).ok()?)?;
-            if seen & bit != 0 {
-                return None;
-            }
-            seen |= bit;
-            member(self, i)?;
-            self.p.skip_ws();
-            match self.p.peek()? {
-                b',' => self.p.pos += 1,
-                b'}' => {
-                    self.p.pos += 1;
-                    return Some(());
+fn input(c: &mut Cursor<'_>) -> Option<AgentInput> {
+    let mut id = None;
+    let mut instruction_ = None;
+    let mut tools = Vec::new();
+    let mut attributes = None;
+    let mut memory = None;
+    let mut num_outputs = NonZeroU64::MIN;
+    let mut extra_keys = None;
+    c.object(INPUT_FIELDS, |c, i| {
+        match i {
+            0 => id = Some(c.integer()?.parse::<i64>().ok()?),
+            1 => instruction_ = Some(instruction(c)?),
+            2 => c.array(|c| {
+                let tool = c.free_object(TOOL_DEPTH)?;
+                if tools.capacity() == 0 {
+                    // Room for a usual skill list without regrowing.
+                    tools = Vec::with_capacity(4);
                 }
-                _ => return None,
-            }
-        }
-    }
-
-    /// An array; `element` reads each element.
-    fn array(&mut self, mut element: impl FnMut(&mut Self) -> Option<()>) -> Option<()> {
-        if !self.eat(b'[') {
-            return None;
-        }
-        if self.eat(b']') {
-            return Some(());
-        }
-        loop {
-            element(self)?;
-            self.p.skip_ws();
-            match self.p.peek()? {
-                b',' => self.p.pos += 1,
-                b']' => {
-                    self.p.pos += 1;
-                    return Some(());
+                tools.push(tool);
+                Some(())
+            })?,
+            3 => attributes = Some(c.free_object(INPUT_FIELD_DEPTH)?),
+            4 => memory = Some(c.free_object(INPUT_FIELD_DEPTH)?),
+            5 => {
+                // `-0` and negative values are `greater_than` errors.
+                let lexeme = c.integer()?;
+                if lexeme.starts_with('-') {
+                    return None;
                 }
-                _ => return None,
+                num_outputs = NonZeroU64::new(lexeme.parse::<u64>().ok()?)?;
             }
+            _ => extra_keys = Some(c.free_object(INPUT_FIELD_DEPTH)?),
         }
-    }
+        Some(())
+    })?;
+    Some(AgentInput {
+        id: id?,
+        instruction: instruction_?,
+        tools,
+        attributes: attributes.unwrap_or_default(),
+        memory: memory.unwrap_or_default(),
+        num_outputs,
+        extra_keys: extra_keys.unwrap_or_default(),
+    })
+}
 
-    /// A string, decoded by the parser.
-    fn string(&mut self) -> Option<String> {
-        self.p.skip_ws();
-        if self.p.peek() != Some(b'"') {
-            return None;
+fn request(c: &mut Cursor<'_>) -> Option<AgentRequest> {
+    let mut request_id = None;
+    let mut inputs = None;
+    c.object(ROOT_FIELDS, |c, i| {
+        if i == 0 {
+            request_id = Some(NonEmptyString::new(c.string()?)?);
+        } else {
+            let mut list = Vec::new();
+            c.array(|c| {
+                list.push(input(c)?);
+                Some(())
+            })?;
+            inputs = Some(list);
         }
-        self.p.string().ok()
-    }
-
-    /// An integer lexeme (no fraction, no exponent). What follows it is left
-    /// to the enclosing object, which accepts only `,` or `}` after
-    /// whitespace: anything else (`01`, `1.`, `1e`) fails there too.
-    fn integer(&mut self) -> Option<&'a str> {
-        self.p.skip_ws();
-        let start = self.p.pos;
-        let end = number_end(self.src, start)?;
-        let lexeme = self.text.get(start..end)?;
-        if lexeme.bytes().any(|c| matches!(c, b'.' | b'e' | b'E')) {
-            return None;
-        }
-        self.p.pos = end;
-        Some(lexeme)
-    }
-
-    /// A free-form object that the parser would keep as validated text at
-    /// this position (`depth_before` open containers).
-    fn free_object(&mut self, depth_before: usize) -> Option<Object> {
-        self.p.skip_ws();
-        if self.p.peek() != Some(b'{') {
-            return None;
-        }
-        let start = self.p.pos;
-        let (end, keys) = scan_free_object(self.src, start, depth_before, &mut self.scratch)?;
-        let text = self.text.get(start..end)?;
-        self.p.pos = end;
-        Some(Object::from_validated_text(text, keys))
-    }
-
-    fn instruction_type(&mut self) -> Option<InstructionType> {
-        self.p.skip_ws();
-        let rest = self.src.get(self.p.pos..)?;
-        if rest.starts_with(b"\"user\"") {
-            self.p.pos += 6;
-            return Some(InstructionType::User);
-        }
-        if rest.starts_with(b"\"env\"") {
-            self.p.pos += 5;
-            return Some(InstructionType::Env);
-        }
-        // Escaped spellings (`"\u0075ser"`) are the same literal.
-        match self.string()?.as_str() {
-            "user" => Some(InstructionType::User),
-            "env" => Some(InstructionType::Env),
-            _ => None,
-        }
-    }
-
-    fn instruction(&mut self) -> Option<AgentInstruction> {
-        let (mut kind, mut content) = (None, None);
-        self.object(INSTRUCTION_FIELDS, |r, i| {
-            if i == 0 {
-                kind = Some(r.instruction_type()?);
-            } else {
-                content = Some(r.string()?);
-            }
-            Some(())
-        })?;
-        Some(AgentInstruction {
-            kind: kind?,
-            content: content?,
-        })
-    }
-
-    fn input(&mut self) -> Option<AgentInput> {
-        let mut id = None;
-        let mut instruction = None;
-        let mut tools = Vec::new();
-        let mut attributes = None;
-        let mut memory = None;
-        let mut num_outputs = NonZeroU64::MIN;
-        let mut extra_keys = None;
-        self.object(INPUT_FIELDS, |r, i| {
-            match i {
-                0 => id = Some(r.integer()?.parse::<i64>().ok()?),
-                1 => instruction = Some(r.instruction()?),
-                2 => r.array(|r| {
-                    let tool = r.free_object(TOOL_DEPTH)?;
-                    if tools.capacity() == 0 {
-                        // Room for a usual skill list without regrowing.
-                        tools = Vec::with_capacity(4);
-                    }
-                    tools.push(tool);
-                    Some(())
-                })?,
-                3 => attributes = Some(r.free_object(INPUT_FIELD_DEPTH)?),
-                4 => memory = Some(r.free_object(INPUT_FIELD_DEPTH)?),
-                5 => {
-                    // `-0` and negative values are `greater_than` errors.
-                    let lexeme = r.integer()?;
-                    if lexeme.starts_with('-') {
-                        return None;
-                    }
-                    num_outputs = NonZeroU64::new(lexeme.parse::<u64>().ok()?)?;
-                }
-                _ => extra_keys = Some(r.free_object(INPUT_FIELD_DEPTH)?),
-            }
-            Some(())
-        })?;
-        Some(AgentInput {
-            id: id?,
-            instruction: instruction?,
-            tools,
-            attributes: attributes.unwrap_or_default(),
-            memory: memory.unwrap_or_default(),
-            num_outputs,
-            extra_keys: extra_keys.unwrap_or_default(),
-        })
-    }
-
-    fn request(&mut self) -> Option<AgentRequest> {
-        let mut request_id = None;
-        let mut inputs = None;
-        self.object(ROOT_FIELDS, |r, i| {
-            if i == 0 {
-                request_id = Some(NonEmptyString::new(r.string()?)?);
-            } else {
-                let mut list = Vec::new();
-                r.array(|r| {
-                    list.push(r.input()?);
-                    Some(())
-                })?;
-                inputs = Some(list);
-            }
-            Some(())
-        })?;
-        Some(AgentRequest::from_parts_unchecked(request_id?, inputs?))
-    }
+        Some(())
+    })?;
+    Some(AgentRequest::from_parts_unchecked(request_id?, inputs?))
 }
 
 #[cfg(test)]
@@ -368,13 +182,15 @@ mod tests {
     use std::path::{Path, PathBuf};
 
     use super::*;
-    use crate::Json;
+    use crate::json::{Json, Object};
 
-    include!("../benches/bench_like.rs");
+    include!("../../../benches/bench_like.rs");
 
-    /// The exact path, as `from_slice` ran it before this module.
+    /// The exact path, as `from_slice` runs it when this reader says `None`.
     fn exact(b: &[u8]) -> Result<AgentRequest, crate::Error> {
-        crate::parse::parse_with(b, &crate::parse::REQUEST).and_then(crate::validate::request)
+        crate::json::parse_shaped(b, &super::super::SHAPE, READ)
+            .map_err(crate::Error::from)
+            .and_then(AgentRequest::from_json)
     }
 
     /// The representation of every free-form object, in order: `Some(text)`
@@ -404,7 +220,7 @@ mod tests {
     /// Checks the contract on one body and counts the outcome. Returns
     /// whether the fast path answered.
     fn check(body: &[u8], tally: &mut Tally) -> Result<bool, String> {
-        let fast = request(body);
+        let fast = read(body);
         let exact = exact(body);
         tally.cases += 1;
         tally.exact_ok += usize::from(exact.is_ok());
@@ -533,8 +349,8 @@ mod tests {
                         slow_valid.push(id.as_str());
                         // Only repeated or escaped keys send a valid
                         // request to the exact path.
-                        let repeated = crate::parse::duplicate_keys(doc.as_bytes())
-                            .is_ok_and(|d| !d.is_empty());
+                        let repeated =
+                            crate::duplicate_keys(doc.as_bytes()).is_ok_and(|d| !d.is_empty());
                         if !repeated && !has_escaped_key(doc) {
                             failures.push(format!("{name} {id}: valid, usual, not fast"));
                         }
@@ -1076,7 +892,7 @@ mod tests {
             // A tree-kept free-form object may still print as text the scan
             // refuses (an escaped key such as `"\u0000"`); then no mutation
             // of this body can be expected to take the fast path.
-            let base_fast = request(body.render().as_bytes()).is_some();
+            let base_fast = read(body.render().as_bytes()).is_some();
             if !base_fast {
                 not_fast_as_rendered.push(id.clone());
             }
@@ -1141,7 +957,7 @@ mod tests {
         for (name, body) in &bodies {
             let mut tally = Tally::default();
             assert_eq!(check(body.as_bytes(), &mut tally), Ok(true), "{name}");
-            let r = request(body.as_bytes()).unwrap();
+            let r = read(body.as_bytes()).unwrap();
             // Every free-form object in the body stays text, except `{}`,
             // which is an empty map on both paths (the tiny body has no
             // objects: its defaults are empty maps too).

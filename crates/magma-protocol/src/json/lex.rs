@@ -1,0 +1,125 @@
+//! Lexing: the byte-level pieces every reader of this layer shares
+//! (whitespace, plain string runs, number lexemes).
+
+/// The end of the number lexeme starting at `start`, or `None` when the text
+/// there is not a JSON number. Trailing characters are left to the caller,
+/// as Python does (`01` reads `0` and then fails on `1`).
+pub(crate) fn number_end(src: &[u8], start: usize) -> Option<usize> {
+    let mut i = start;
+    let digit = |i: usize| src.get(i).is_some_and(u8::is_ascii_digit);
+    if src.get(i) == Some(&b'-') {
+        i += 1;
+    }
+    match src.get(i) {
+        Some(b'0') => i += 1,
+        Some(b'1'..=b'9') => {
+            while digit(i) {
+                i += 1;
+            }
+        }
+        _ => return None,
+    }
+    // A fraction or exponent counts only when complete, as in Python's regex.
+    if src.get(i) == Some(&b'.') && digit(i + 1) {
+        i += 1;
+        while digit(i) {
+            i += 1;
+        }
+    }
+    if matches!(src.get(i), Some(b'e' | b'E')) {
+        let mut j = i + 1;
+        if matches!(src.get(j), Some(b'+' | b'-')) {
+            j += 1;
+        }
+        if digit(j) {
+            while digit(j) {
+                j += 1;
+            }
+            i = j;
+        }
+    }
+    Some(i)
+}
+
+/// `true` if `text` is exactly one JSON number lexeme.
+pub(crate) fn is_number_lexeme(text: &[u8]) -> bool {
+    number_end(text, 0) == Some(text.len())
+}
+
+/// Where the string content at `i` ends: its closing quote, a raw control
+/// character or the end of `src`. An escape is skipped as a backslash and the
+/// byte after it (the rest of a `\uXXXX` is plain), without checking it: this
+/// sizes a buffer, and skips strings in validated text.
+pub(crate) fn escaped_string_end(src: &[u8], mut i: usize) -> usize {
+    loop {
+        i = plain_run_end(src, i);
+        match src.get(i) {
+            Some(b'\\') => i += 2,
+            // The quote, the end of the text or a raw control character
+            // (an error the caller reports).
+            _ => return i.min(src.len()),
+        }
+    }
+}
+
+/// The index of the first byte at or after `i` that is not JSON whitespace
+/// (space, tab, line feed, carriage return); `src.len()` when there is none.
+#[inline]
+pub(crate) fn ws_end(src: &[u8], mut i: usize) -> usize {
+    // Every JSON whitespace byte is at most a space: one comparison answers
+    // most calls, compact JSON having none.
+    if src.get(i).is_some_and(|&c| c > b' ') {
+        return i;
+    }
+    while let Some(b' ' | b'\t' | b'\n' | b'\r') = src.get(i) {
+        i += 1;
+    }
+    i
+}
+
+/// The index of the first byte at or after `i` that ends a plain run of
+/// string content: `"`, `\` or a control character (below 0x20);
+/// `src.len()` when there is none. Eight bytes at a time: strings are most of
+/// a request's bytes.
+#[inline(always)]
+pub(crate) fn plain_run_end(src: &[u8], mut i: usize) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    const QUOTES: u64 = ONES * b'"' as u64;
+    const BACKSLASHES: u64 = ONES * b'\\' as u64;
+    const SPACES: u64 = ONES * 0x20;
+    while let Some(chunk) = src.get(i..i + 8) {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        let x = u64::from_le_bytes(word);
+        // A byte of `y` is flagged when it is zero (`y - 1` borrows and `!y`
+        // keeps the top bit) or, for `x - SPACES`, when it is below 0x20.
+        // Borrows only flag bytes above a truly flagged one, so the lowest
+        // flag is exact.
+        let q = x ^ QUOTES;
+        let b = x ^ BACKSLASHES;
+        let hits = ((q.wrapping_sub(ONES) & !q)
+            | (b.wrapping_sub(ONES) & !b)
+            | (x.wrapping_sub(SPACES) & !x))
+            & HIGH;
+        if hits != 0 {
+            return i + (hits.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    while let Some(&c) = src.get(i) {
+        if c == b'"' || c == b'\\' || c < 0x20 {
+            break;
+        }
+        i += 1;
+    }
+    i
+}
+
+/// The content of a string of validated text, alone in `text`, if it has
+/// no escapes: it reads as it is written.
+pub(crate) fn plain_string(text: &str) -> Option<&str> {
+    let b = text.as_bytes();
+    let last = b.len().checked_sub(1)?;
+    (b.first() == Some(&b'"') && plain_run_end(b, 1) == last).then(|| &text[1..last])
+}

@@ -1,0 +1,23 @@
+//! The models of `magma_core.protocol.agent` 2.0.1, one file per document.
+//!
+//! Each file owns its types, the [`Shape`](crate::json::Shape) the parser
+//! follows for it (where its free-form objects are), its validator (built
+//! from `crate::validate`), its direct writer and its serde impls, so that
+//! "two ways to write, one output" lives on one screen. A file uses another
+//! model only through the types re-exported here, never through the other
+//! file's private items (`tests/it/tidy.rs` checks this). Adding a model is
+//! its file plus a `mod` line and a `pub use` line below.
+
+mod health;
+mod info;
+mod request;
+mod response;
+#[cfg(test)]
+mod tests;
+
+pub use health::AgentHealth;
+pub use info::{AgentInfo, Capabilities, IncompatibleAgent, PROTOCOL_VERSION};
+pub use request::{AgentInput, AgentInstruction, AgentRequest, InstructionType};
+pub use response::{
+    AgentDecision, AgentError, AgentOutput, AgentResponse, CandidateStatus, Outcome, ToolCall,
+};
