@@ -247,6 +247,7 @@ pub fn validate_exchange(request: &[u8], response: &[u8]) -> Result<(), Exchange
 }
 
 /// The former name of [`validate_exchange`].
+#[doc(hidden)]
 #[deprecated(note = "renamed to `validate_exchange`")]
 pub fn check_exchange(request: &[u8], response: &[u8]) -> Result<(), ExchangeError> {
     validate_exchange(request, response)

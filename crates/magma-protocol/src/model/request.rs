@@ -36,7 +36,7 @@ pub enum InstructionType {
     /// A message from the user (`"user"`).
     User,
     /// Feedback from the environment or simulator (`"env"`): the content is
-    /// usually a JSON-encoded status object, see [`crate::EnvFeedback`].
+    /// usually a JSON-encoded status object, which `EnvFeedback` decodes.
     Env,
 }
 
@@ -85,7 +85,7 @@ pub struct AgentInput {
     pub id: i64,
     /// The instruction.
     pub instruction: AgentInstruction,
-    /// Tool descriptions, free-form objects (see [`crate::tools`]).
+    /// Tool descriptions, free-form objects (the `tools` module reads them).
     pub tools: Vec<Object>,
     /// Situation attributes, e.g. `known_robots`.
     pub attributes: Object,

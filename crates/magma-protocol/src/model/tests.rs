@@ -235,7 +235,7 @@ fn first_allocation() {
         inputs.join(",")
     );
     let request = AgentRequest::from_slice(body.as_bytes()).unwrap();
-    let per_input = request
+    let candidates = request
         .inputs()
         .iter()
         .map(|input| {
@@ -246,13 +246,17 @@ fn first_allocation() {
                 arguments: Object::new(),
                 target_robot_name: nes("panda"),
             };
-            vec![crate::Candidate::new(
+            AgentOutput {
+                request_id: nes(request.request_id()),
+                source_id: input.id,
+                candidate_index: 0,
                 memory,
-                AgentDecision::call(vec![call]),
-            )]
+                internal_steps: Vec::new(),
+                outcome: Outcome::Completed(AgentDecision::call(vec![call])),
+            }
         })
         .collect();
-    let response = AgentResponse::assemble(&request, per_input).unwrap();
+    let response = AgentResponse::new(candidates);
     assert!(response[0].memory.raw_text().is_none());
     assert!(fits(&response), "{}", response.to_json_string());
     assert!(response.size_hint() <= 2 * response.to_json_string().len());

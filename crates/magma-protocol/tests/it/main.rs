@@ -10,3 +10,4 @@ mod hostile;
 mod public_corpus;
 mod regression;
 mod roundtrip;
+mod tidy;
