@@ -11,13 +11,13 @@ use std::cell::Cell;
 use super::Object;
 use super::lex::{number_end, ws_end};
 use super::parse::{Limits, Parser};
-use super::scan::{Scratch, scan_free_object};
+use super::scan::{ScanBuffers, scan_free_object};
 
 thread_local! {
     /// The scan buffers of the last document read on this thread: a server
     /// reads one request after another, and need not allocate them each
     /// time.
-    static SCRATCH: Cell<Option<Scratch>> = const { Cell::new(None) };
+    static SCRATCH: Cell<Option<ScanBuffers>> = const { Cell::new(None) };
 }
 
 /// A position in a document being read directly.
@@ -26,7 +26,7 @@ pub(crate) struct Cursor<'a> {
     src: &'a [u8],
     text: &'a str,
     limits: Limits,
-    scratch: Scratch,
+    scratch: ScanBuffers,
 }
 
 impl<'a> Cursor<'a> {
@@ -42,7 +42,7 @@ impl<'a> Cursor<'a> {
             src,
             text,
             limits,
-            scratch: SCRATCH.take().unwrap_or_else(Scratch::with_room),
+            scratch: SCRATCH.take().unwrap_or_else(ScanBuffers::with_room),
         })
     }
 

@@ -1,23 +1,32 @@
-//! The JSON layer: lossless values and everything that reads and writes
-//! them, with no knowledge of the protocol.
+//! Lossless JSON values: [`Json`], [`Number`], the ordered [`Map`] and
+//! [`Object`], and where something is in a document ([`Location`],
+//! [`Segment`], [`Position`]).
 //!
-//! - [`Json`], [`Number`], [`Map`] and [`Object`] (`value.rs`): values that
-//!   keep everything a document said (number lexemes, key order; an object
-//!   read from a free-form position may be kept as its validated text);
-//! - [`Location`] and [`Segment`] (`path.rs`): where something is in a
-//!   document;
-//! - lexing (`lex.rs`), the parser (`parse.rs`, with [`Position`] and its
-//!   own syntax error), the free-form scanner (`scan.rs`), the key filter of
-//!   kept objects (`key_filter.rs`), the cursor of direct readers
-//!   (`cursor.rs`), the writer (`write.rs`), the free-form checks
-//!   (`check.rs`) and the `serde` impls of the values (`serde.rs`).
+//! These are the types of the free-form positions of the protocol
+//! (`memory`, `attributes`, `tools`, `extra_keys`, `arguments`,
+//! `internal_steps`): numbers keep their lexeme and objects their key order,
+//! so a document read and written back says the same thing. They are also
+//! re-exported at the crate root: `magma_protocol::Json` is
+//! `magma_protocol::json::Json`.
 //!
-//! This module imports nothing from the rest of the crate (a test in
-//! `tests/it/tidy.rs` keeps it so): the limits it applies are given by its
-//! callers, and documents tell it their [`Shape`](parse::Shape).
+//! ```
+//! use magma_protocol::json::{Json, Object};
 //!
-//! The types are also at the crate root (`magma_protocol::Json` is
-//! `magma_protocol::json::Json`).
+//! let v = Json::from_slice(br#"{"n": 123456789012345678901234567890, "f": 1.0}"#).unwrap();
+//! let o: &Object = v.as_object().unwrap();
+//! assert_eq!(o.get("n").unwrap().to_json_string(), "123456789012345678901234567890");
+//! assert_eq!(v.to_json_string(), r#"{"n":123456789012345678901234567890,"f":1.0}"#);
+//! ```
+
+// The JSON layer of the crate: values (`value.rs`, `path.rs`), lexing
+// (`lex.rs`), the parser with its own syntax error and the `Shape` a
+// document gives it (`parse.rs`), the free-form scan (`scan.rs`) and the
+// key filter of kept objects (`key_filter.rs`), the cursor of direct
+// readers (`cursor.rs`), the writer (`write.rs`), the free-form checks
+// (`check.rs`) and the serde impls of the values (`serde.rs`). It imports
+// nothing from the rest of the crate (`tests/it/tidy.rs` keeps it so): the
+// limits it applies are given by its callers, and documents tell it where
+// their free-form objects are. It is ready to become a crate of its own.
 
 mod check;
 mod cursor;

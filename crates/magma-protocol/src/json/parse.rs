@@ -18,7 +18,7 @@ use std::fmt;
 
 use super::lex::{escaped_string_end, number_end, plain_run_end, plain_string, ws_end};
 use super::path::{Location, Segment};
-use super::scan::{Scratch, scan_free_object};
+use super::scan::{ScanBuffers, scan_free_object};
 use super::{Json, KeyFilter, Map, Number, Object};
 
 /// The limits a reading applies: the caller names them (the crate's
@@ -180,7 +180,7 @@ pub(super) struct Parser<'a> {
     text: &'a str,
     pos: usize,
     limits: Limits,
-    scratch: Scratch,
+    scratch: ScanBuffers,
     /// Where repeated keys were seen, when the caller asked.
     duplicates: Option<Vec<Location>>,
 }
@@ -193,7 +193,7 @@ impl<'a> Parser<'a> {
             text,
             pos: 0,
             limits,
-            scratch: Scratch::default(),
+            scratch: ScanBuffers::default(),
             duplicates: None,
         }
     }
@@ -614,7 +614,7 @@ fn insert_last_wins(
 /// The entries of an object kept as validated text, one level deep: the
 /// objects among the values stay text (see [`Mode::KeptTop`]), so reading one
 /// key of a large object does not build the whole tree.
-pub(super) fn parse_shallow(text: &str) -> Option<Map<Json>> {
+pub(super) fn read_kept_entries(text: &str) -> Option<Map<Json>> {
     match parse_validated_text(text, Mode::KeptTop) {
         Some(Json::Object(o)) => Some(o.into_map()),
         _ => None,
@@ -628,7 +628,7 @@ fn parse_validated_text(text: &str, mode: Mode) -> Option<Json> {
 }
 
 /// A value cut from validated text, its objects kept as text.
-pub(crate) fn parse_shallow_value(text: &str) -> Option<Json> {
+pub(crate) fn read_kept_value(text: &str) -> Option<Json> {
     // Scalars and lists of scalars directly: a tool's `name`, a counter, a
     // list of names.
     match text.as_bytes().first()? {
@@ -846,7 +846,7 @@ pub(crate) fn tricky_text() -> impl proptest::strategy::Strategy<Value = String>
 mod tests {
     use super::super::TEST_LIMITS;
     use super::super::lex::plain_run_end;
-    use super::super::scan::{Scratch, scan_free_object};
+    use super::super::scan::{ScanBuffers, scan_free_object};
     use super::*;
 
     #[test]
@@ -882,7 +882,7 @@ mod tests {
                 0,
                 0,
                 TEST_LIMITS,
-                &mut Scratch::with_room(),
+                &mut ScanBuffers::with_room(),
             )
         };
         let two = r#"{"ab1c": 1, "ab2c": {"ab1c": 2, "ab2c": 3}}"#;
@@ -955,10 +955,10 @@ mod tests {
         #[test]
         fn kept_values_and_key_filters_agree_with_the_parser(value in tricky_text()) {
             let doc = format!("{{\"k\": {value}}}");
-            let mut sc = Scratch::with_room();
+            let mut sc = ScanBuffers::with_room();
             if scan_free_object(doc.as_bytes(), 0, 0, TEST_LIMITS, &mut sc).is_some() {
                 proptest::prop_assert_eq!(
-                    parse_shallow_value(&value),
+                    read_kept_value(&value),
                     parse_validated_text(&value, Mode::InKeptText)
                 );
             }

@@ -7,7 +7,7 @@ use super::parse::Limits;
 
 /// Buffers reused across the free-form scans of one document.
 #[derive(Default)]
-pub(crate) struct Scratch {
+pub(crate) struct ScanBuffers {
     /// The open containers around the innermost one, `{` or `[`: the
     /// innermost is kept in a local of the scan.
     containers: Vec<u8>,
@@ -19,11 +19,11 @@ pub(crate) struct Scratch {
     frames: Vec<(usize, KeyFilter)>,
 }
 
-impl Scratch {
+impl ScanBuffers {
     /// Room for the usual free-form object (a few levels, a few dozen keys
     /// open at once), so that scanning one does not grow the buffers.
-    pub(crate) fn with_room() -> Scratch {
-        Scratch {
+    pub(crate) fn with_room() -> ScanBuffers {
+        ScanBuffers {
             containers: Vec::with_capacity(16),
             keys: Vec::with_capacity(64),
             frames: Vec::with_capacity(16),
@@ -44,7 +44,7 @@ impl Scratch {
 const SCAN_KEY_LIMIT: usize = 64;
 
 /// The object being read by [`scan_free_object`]: where its keys start in
-/// [`Scratch::keys`], and the [`KeyFilter`] of its keys so far.
+/// [`ScanBuffers::keys`], and the [`KeyFilter`] of its keys so far.
 struct ScanFrame {
     from: usize,
     seen: KeyFilter,
@@ -65,7 +65,7 @@ pub(crate) fn scan_free_object(
     start: usize,
     depth_before: usize,
     limits: Limits,
-    sc: &mut Scratch,
+    sc: &mut ScanBuffers,
 ) -> Option<(usize, KeyFilter)> {
     sc.containers.clear();
     sc.keys.clear();

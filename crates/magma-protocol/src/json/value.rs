@@ -163,7 +163,7 @@ impl Object {
             ObjectRepr::Raw { text, read, .. } => read
                 .get_or_init(Box::default)
                 .entries
-                .get_or_init(|| parse_validated(text)),
+                .get_or_init(|| read_kept_text(text)),
         }
     }
 
@@ -172,7 +172,7 @@ impl Object {
             let map = read
                 .take()
                 .and_then(|mut r| r.entries.take())
-                .unwrap_or_else(|| parse_validated(text));
+                .unwrap_or_else(|| read_kept_text(text));
             self.repr = ObjectRepr::Map(map);
         }
         match &mut self.repr {
@@ -198,7 +198,7 @@ impl Object {
             ObjectRepr::Raw { text, read, .. } => read
                 .into_inner()
                 .and_then(|r| r.entries.into_inner())
-                .unwrap_or_else(|| parse_validated(&text)),
+                .unwrap_or_else(|| read_kept_text(&text)),
         }
     }
 
@@ -226,7 +226,7 @@ impl Object {
                 // looked up costs its value.
                 None => {
                     let member = super::parse::find_member(text, key)?;
-                    if let Some(value) = super::parse::parse_shallow_value(&text[member.value]) {
+                    if let Some(value) = super::parse::read_kept_value(&text[member.value]) {
                         let at = member.key..member.key + key.len();
                         let r = read.get_or_init(|| Decoded::with_looked_up(at, value));
                         if let Some(v) = r.looked_up(text, key) {
@@ -271,7 +271,7 @@ impl Object {
             }
             if read.get().is_none() {
                 let member = super::parse::find_member(text, key)?;
-                if let Some(value) = super::parse::parse_shallow_value(&text[member.value]) {
+                if let Some(value) = super::parse::read_kept_value(&text[member.value]) {
                     return Some(value);
                 }
             }
@@ -390,10 +390,10 @@ impl Object {
 }
 
 /// Parses text that already passed validation, one level deep; cannot fail.
-fn parse_validated(text: &str) -> Map<Json> {
+fn read_kept_text(text: &str) -> Map<Json> {
     // `None` is unreachable: the text was validated as an object before it
     // was kept.
-    super::parse::parse_shallow(text).unwrap_or_default()
+    super::parse::read_kept_entries(text).unwrap_or_default()
 }
 
 /// `true` when `key` and `value` can be written into validated text as
@@ -436,7 +436,7 @@ fn splice<K: AsRef<str> + Into<String>>(
             out.push_str(&text[end..]);
             let old = match entries_read(read) {
                 Some(_) => None,
-                None => super::parse::parse_shallow_value(&text[start..end]),
+                None => super::parse::read_kept_value(&text[start..end]),
             };
             (out, old)
         }
