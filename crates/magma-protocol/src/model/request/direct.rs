@@ -218,7 +218,7 @@ mod tests {
     }
 
     /// Checks the contract on one body and counts the outcome. Returns
-    /// whether the fast path answered.
+    /// whether the direct reader answered.
     fn check(body: &[u8], tally: &mut Tally) -> Result<bool, String> {
         let fast = read(body);
         let exact = exact(body);
@@ -234,7 +234,7 @@ mod tests {
         };
         let e = exact.map_err(|err| {
             format!(
-                "the fast path accepts what the exact path refuses ({err}):\n{}",
+                "the direct reader accepts what the exact path refuses ({err}):\n{}",
                 shown()
             )
         })?;
@@ -333,7 +333,7 @@ mod tests {
     }
 
     #[test]
-    fn the_fast_path_agrees_with_the_exact_path_on_the_corpora() {
+    fn the_direct_reader_agrees_with_the_exact_path_on_the_corpora() {
         let mut corpora = vec![("fixtures", fixture_docs())];
         match public_corpus() {
             Some(p) => corpora.push(("public corpus", request_docs(&p))),
@@ -360,13 +360,13 @@ mod tests {
                 }
             }
             eprintln!(
-                "{name}: {} request documents, {} valid, {} of them on the fast path; \
+                "{name}: {} request documents, {} valid, {} of them on the direct reader; \
                  valid ones on the exact path: {slow_valid:?}",
                 tally.cases, tally.exact_ok, tally.fast
             );
             assert!(
                 tally.fast * 10 >= tally.exact_ok * 8,
-                "{name}: only {} of {} valid requests take the fast path",
+                "{name}: only {} of {} valid requests take the direct reader",
                 tally.fast,
                 tally.exact_ok
             );
@@ -479,11 +479,11 @@ mod tests {
         }
     }
 
-    /// What the fast path must do with a mutation when the exact path
+    /// What the direct reader must do with a mutation when the exact path
     /// accepts it.
     #[derive(Clone, Copy, PartialEq, Debug)]
     enum Expect {
-        /// Take the fast path.
+        /// Take the direct reader.
         Fast,
         /// Leave it to the exact path (what it does is unusual).
         Exact,
@@ -891,7 +891,7 @@ mod tests {
             let body = Body::of(&r);
             // A tree-kept free-form object may still print as text the scan
             // refuses (an escaped key such as `"\u0000"`); then no mutation
-            // of this body can be expected to take the fast path.
+            // of this body can be expected to take the direct reader.
             let base_fast = read(body.render().as_bytes()).is_some();
             if !base_fast {
                 not_fast_as_rendered.push(id.clone());
@@ -913,7 +913,7 @@ mod tests {
                         };
                         if want.is_some_and(|w| w != fast) {
                             failures.push(format!(
-                                "{id} / {name}: expected {expect:?}, fast path answered: {fast}"
+                                "{id} / {name}: expected {expect:?}, direct reader answered: {fast}"
                             ));
                         }
                     }
@@ -932,8 +932,8 @@ mod tests {
             total.fast += t.fast;
         }
         eprintln!(
-            "mutations of {valid} valid fixtures: {} bodies, {} valid, {} on the fast path; \
-             fixtures whose re-rendered body is not on the fast path: {not_fast_as_rendered:?}",
+            "mutations of {valid} valid fixtures: {} bodies, {} valid, {} on the direct reader; \
+             fixtures whose re-rendered body is not on the direct reader: {not_fast_as_rendered:?}",
             total.cases, total.exact_ok, total.fast
         );
         assert!(valid > 500, "{valid} valid request fixtures");
@@ -947,7 +947,7 @@ mod tests {
     }
 
     #[test]
-    fn the_benchmark_bodies_take_the_fast_path() {
+    fn the_benchmark_bodies_take_the_direct_reader() {
         let mut bodies: Vec<(String, String)> = [1, 3, 52]
             .into_iter()
             .map(|n| (format!("bench_like_request({n})"), bench_like_request(n)))
@@ -1267,7 +1267,7 @@ mod tests {
         let mut runner = TestRunner::new_with_rng(config, rng);
         let tally = RefCell::new(Tally::default());
         // Bodies refused only for repeated input ids, and valid bodies with
-        // several inputs on the fast path: both must occur.
+        // several inputs on the direct reader: both must occur.
         let repeated_ids = RefCell::new(0usize);
         let several_fast = RefCell::new(0usize);
         let result = runner.run(&request_body(), |body| {
@@ -1292,14 +1292,14 @@ mod tests {
         let t = tally.into_inner();
         let (repeated_ids, several_fast) = (repeated_ids.into_inner(), several_fast.into_inner());
         eprintln!(
-            "generated bodies: {} checked, {} valid, {} on the fast path ({several_fast} of them \
+            "generated bodies: {} checked, {} valid, {} on the direct reader ({several_fast} of them \
              with several inputs); {repeated_ids} refused only for repeated input ids",
             t.cases, t.exact_ok, t.fast
         );
         assert!(t.exact_ok * 4 >= t.cases, "too few valid bodies: {t:?}");
         assert!(
             t.fast * 10 >= t.exact_ok * 7,
-            "the fast path is not the common case: {t:?}"
+            "the direct reader is not the common case: {t:?}"
         );
         assert!(
             repeated_ids >= 20 && several_fast >= 30,
