@@ -9,6 +9,8 @@ mod env;
 mod error;
 mod exchange;
 pub mod json;
+#[cfg(feature = "schema")]
+mod json_schema;
 mod limits;
 mod model;
 #[cfg(feature = "schema")]

@@ -29,7 +29,7 @@
 //! ```
 
 use crate::json::{Json, Object};
-use crate::limits::{MAX_FREE_FORM_DEPTH, MAX_JSON_DEPTH};
+use crate::json_schema::{HasSchema, Refs, S, open_object, strings};
 
 /// The JSON Schema dialect of every schema here: draft 2020-12.
 pub const DIALECT: &str = "https://json-schema.org/draft/2020-12/schema";
@@ -175,330 +175,32 @@ impl Schema {
     }
 
     fn body(self, p: &str) -> Object {
-        let to = |s: Schema| S::new().set("$ref", format!("{p}{}", s.name()));
+        let refs = Refs::new(p);
         match self {
-            Schema::AgentRequest => model(
-                self,
-                &format!(
-                    "The body of `POST /v1/responses`. Not expressible here: the `id`s of \
-                     `inputs` must be unique (else 422 `value_error`, \"Input ids must be \
-                     unique within a request\"), and the document nests at most \
-                     {MAX_JSON_DEPTH} containers deep."
-                ),
-                vec![
-                    (
-                        "request_id",
-                        non_empty("Identifies the request; every candidate echoes it."),
-                    ),
-                    (
-                        "inputs",
-                        S::ty("array").set("items", to(Schema::AgentInput)).doc(
-                            "The situations to answer, in order; may be empty. Their `id`s \
-                             must be unique.",
-                        ),
-                    ),
-                ],
-                &["request_id", "inputs"],
-            ),
-            Schema::AgentInput => model(
-                self,
-                "One situation to answer with `num_outputs` candidates.",
-                vec![
-                    (
-                        "id",
-                        int64(
-                            "Identifies the input within its request (unique there); its \
-                             candidates carry it as `source_id`.",
-                        ),
-                    ),
-                    (
-                        "instruction",
-                        to(Schema::AgentInstruction).doc("What the agent reacts to."),
-                    ),
-                    (
-                        "tools",
-                        S::ty("array")
-                            .set("items", S::ty("object"))
-                            .set("default", Json::Array(Vec::new()))
-                            .doc(&free_form(
-                                "Tool descriptions, each a free-form object (`name`, \
-                                 `description`, and `arguments` or `parameters`).",
-                            )),
-                    ),
-                    (
-                        "attributes",
-                        object("Situation attributes, e.g. `known_robots`."),
-                    ),
-                    (
-                        "memory",
-                        object(
-                            "The interaction state, owned by the agent: candidates return a full \
-                                replacement.",
-                        ),
-                    ),
-                    (
-                        "num_outputs",
-                        S::ty("integer")
-                            .set("exclusiveMinimum", 0)
-                            .set("maximum", u64::MAX)
-                            .set("default", 1)
-                            .doc(&integer("How many candidates to produce.", "unsigned ")),
-                    ),
-                    (
-                        "extra_keys",
-                        object("Agent-specific options, e.g. `inference_mode`."),
-                    ),
-                ],
-                &["id", "instruction"],
-            ),
-            Schema::AgentInstruction => model(
-                self,
-                "What the agent is asked to react to.",
-                vec![
-                    (
-                        "type",
-                        S::ty("string").set("enum", strings(&["user", "env"])).doc(
-                            "`user`: a message from the user; `env`: feedback from the \
-                             environment, usually a JSON-encoded status object.",
-                        ),
-                    ),
-                    ("content", S::ty("string").doc("The message; may be empty.")),
-                ],
-                &["type", "content"],
-            ),
-            Schema::ToolCall => model(
-                self,
-                "A tool the agent wants a robot to run.",
-                vec![
-                    ("name", non_empty("The tool's name.")),
-                    ("arguments", object("The tool's arguments.")),
-                    (
-                        "target_robot_name",
-                        non_empty("The robot that runs the tool."),
-                    ),
-                ],
-                &["name", "target_robot_name"],
-            ),
-            Schema::AgentDecision => model(
-                self,
-                "What one candidate says and does. Both may be empty and both may be set \
-                 (BENCH then drops `say`, GEN refuses the answer).",
-                vec![
-                    (
-                        "say",
-                        S::ty("string")
-                            .set("default", "")
-                            .doc("A message for the user."),
-                    ),
-                    (
-                        "tool_calls",
-                        S::ty("array")
-                            .set("items", to(Schema::ToolCall))
-                            .set("default", Json::Array(Vec::new()))
-                            .doc("Tool calls for the robots."),
-                    ),
-                ],
-                &[],
-            ),
-            Schema::AgentError => model(
-                self,
-                "Why one candidate failed.",
-                vec![
-                    (
-                        "code",
-                        non_empty("Machine-readable code, e.g. `invalid_output`."),
-                    ),
-                    ("message", non_empty("Human-readable message.")),
-                    (
-                        "component",
-                        S::new()
-                            .set("type", strings(&["string", "null"]))
-                            .set("default", Json::Null)
-                            .doc("The part of the agent that failed, if known."),
-                    ),
-                ],
-                &["code", "message"],
-            ),
-            Schema::AgentOutput => {
-                let mut body = model(
-                    self,
-                    "One candidate. `status` decides which of `output` and `error` is set \
-                     (the `oneOf`): `completed` needs a decision in `output` and no `error`, \
-                     `error` needs an `error` and no `output`; absent and `null` are the same. \
-                     `request_id`, `source_id` and `candidate_index` follow the request, see \
-                     AgentResponse.",
-                    vec![
-                        (
-                            "request_id",
-                            non_empty("Echo of the request's `request_id`."),
-                        ),
-                        (
-                            "source_id",
-                            int64("The `id` of the input this candidate answers."),
-                        ),
-                        (
-                            "candidate_index",
-                            S::ty("integer")
-                                .set("minimum", 0)
-                                .set("maximum", u64::MAX)
-                                .doc(&integer(
-                                    "0-based index among the input's candidates.",
-                                    "unsigned ",
-                                )),
-                        ),
-                        (
-                            "status",
-                            S::ty("string")
-                                .set("enum", strings(&["completed", "error"]))
-                                .doc("Whether the candidate has a decision or an error."),
-                        ),
-                        (
-                            "memory",
-                            S::ty("object")
-                                .doc(&free_form("The full replacement memory, for errors too.")),
-                        ),
-                        (
-                            "internal_steps",
-                            S::ty("array")
-                                .set("items", S::ty("object"))
-                                .set("default", Json::Array(Vec::new()))
-                                .doc(&free_form(
-                                    "Diagnostics (prompts, raw model output), each a free-form \
-                                     object.",
-                                )),
-                        ),
-                        (
-                            "output",
-                            nullable(
-                                to(Schema::AgentDecision),
-                                "The decision; set if and only if `status` is `completed`.",
-                            ),
-                        ),
-                        (
-                            "error",
-                            nullable(
-                                to(Schema::AgentError),
-                                "The error; set if and only if `status` is `error`.",
-                            ),
-                        ),
-                    ],
-                    &[
-                        "request_id",
-                        "source_id",
-                        "candidate_index",
-                        "status",
-                        "memory",
-                    ],
-                );
-                let branch = |status: &str, set: &str, decision: Schema, unset: &str| {
-                    let mut props = Object::new();
-                    props.insert("status", S::new().set("const", status).build());
-                    props.insert(set, to(decision).build());
-                    props.insert(unset, S::ty("null").build());
-                    S::new()
-                        .set("title", status)
-                        .set("properties", props)
-                        .set("required", strings(&[set]))
-                        .build()
-                };
-                body.insert(
-                    "oneOf",
-                    Json::Array(vec![
-                        branch("completed", "output", Schema::AgentDecision, "error"),
-                        branch("error", "error", Schema::AgentError, "output"),
-                    ]),
-                );
-                body
-            }
-            Schema::AgentResponse => {
-                S::new()
-                    .set("title", self.name())
-                    .set(
-                        "description",
-                        "The body of a 200 answer to `POST /v1/responses`: the candidates, in \
-                     order. Not expressible here: for each input of the request in order, and \
-                     for k = 0 .. num_outputs - 1, exactly one candidate with `request_id`, \
-                     `source_id` and `candidate_index` equal to the request's `request_id`, the \
-                     input's `id` and k; nothing else (the reference's \
-                     `AgentResponse.validate_request`). A request without inputs gets `[]`.",
-                    )
-                    .set("type", "array")
-                    .set("items", to(Schema::AgentOutput))
-                    .0
-            }
-            Schema::AgentHealth => model(
-                self,
-                "The body of `GET /health` when the agent is ready; `{}` is valid too.",
-                vec![(
-                    "status",
-                    S::ty("string")
-                        .set("const", "ready")
-                        .set("default", "ready")
-                        .doc("Always `ready`: an agent that is not ready answers 503."),
-                )],
-                &[],
-            ),
-            Schema::AgentInfo => model(
-                self,
-                "The body of `GET /v1/info`.",
-                vec![
-                    (
-                        "protocol_version",
-                        S::ty("string")
-                            .set("default", crate::PROTOCOL_VERSION)
-                            .doc("Any string is valid here; clients such as BENCH require `2.0`."),
-                    ),
-                    (
-                        "agent_id",
-                        S::ty("string").doc("The agent's name; may be empty."),
-                    ),
-                    ("agent_version", S::ty("string").doc("The agent's version.")),
-                    (
-                        "specialized_coaching",
-                        S::ty("array")
-                            .set("items", S::ty("string"))
-                            .set("default", Json::Array(Vec::new()))
-                            .doc("Coaching kinds handled: `failure`, `suboptimal`, `format`."),
-                    ),
-                    (
-                        "coaching_resume",
-                        S::ty("boolean").set("default", false).doc(
-                            "Whether coached decisions can be replayed through \
-                             `extra_keys.coaching`.",
-                        ),
-                    ),
-                    (
-                        "coaching_unavailable_reason",
-                        S::new()
-                            .set("type", strings(&["string", "null"]))
-                            .set("default", Json::Null)
-                            .doc("Why coaching is off, if it is."),
-                    ),
-                    (
-                        "capabilities",
-                        S::ty("object")
-                            .set("additionalProperties", S::ty("boolean"))
-                            .doc(
-                                "Capability flags, may be empty; BENCH requires `inference: true`.",
-                            ),
-                    ),
-                ],
-                &["agent_id", "agent_version", "capabilities"],
-            ),
+            Schema::AgentRequest => crate::AgentRequest::schema(&refs),
+            Schema::AgentInput => crate::AgentInput::schema(&refs),
+            Schema::AgentInstruction => crate::AgentInstruction::schema(&refs),
+            Schema::ToolCall => crate::ToolCall::schema(&refs),
+            Schema::AgentDecision => crate::AgentDecision::schema(&refs),
+            Schema::AgentError => crate::AgentError::schema(&refs),
+            Schema::AgentOutput => crate::AgentOutput::schema(&refs),
+            Schema::AgentResponse => crate::AgentResponse::schema(&refs),
+            Schema::AgentHealth => crate::AgentHealth::schema(&refs),
+            Schema::AgentInfo => crate::AgentInfo::schema(&refs),
             Schema::HttpValidationError => open_object(
-                self,
+                self.name(),
                 "422 body for a request body that is not JSON or not a valid AgentRequest, in \
                  FastAPI's shape: one entry per problem.",
                 vec![(
                     "detail",
                     S::ty("array")
-                        .set("items", to(Schema::ValidationError))
+                        .set("items", refs.to("ValidationError"))
                         .doc("The problems, in the order pydantic reports them."),
                 )],
                 &["detail"],
             ),
             Schema::ValidationError => open_object(
-                self,
+                self.name(),
                 "One problem with a request body, as pydantic reports it.",
                 vec![
                     (
@@ -535,7 +237,7 @@ impl Schema {
                 &["type", "loc", "msg"],
             ),
             Schema::ErrorDetail => open_object(
-                self,
+                self.name(),
                 "Every other error body, as FastAPI's `HTTPException` sends it: 404 unknown \
                  path, 405 wrong method, 413 body too large, 415 not JSON, 422 agent-specific \
                  rejection, 500 bug in the agent, 503 not ready.",
@@ -544,118 +246,6 @@ impl Schema {
             ),
         }
     }
-}
-
-/// A schema object under construction; keys keep their insertion order.
-struct S(Object);
-
-impl S {
-    fn new() -> S {
-        S(Object::new())
-    }
-
-    /// `{"type": ty}`.
-    fn ty(ty: &str) -> S {
-        S::new().set("type", ty)
-    }
-
-    fn set(mut self, key: &str, value: impl Into<Json>) -> S {
-        self.0.insert(key, value.into());
-        self
-    }
-
-    /// Adds the description and finishes.
-    fn doc(self, description: &str) -> Json {
-        self.set("description", description).build()
-    }
-
-    fn build(self) -> Json {
-        Json::Object(self.0)
-    }
-}
-
-impl From<S> for Json {
-    fn from(s: S) -> Json {
-        s.build()
-    }
-}
-
-/// A closed object: the rule of every wire type (`extra="forbid"`).
-fn model(s: Schema, description: &str, properties: Vec<(&str, Json)>, required: &[&str]) -> Object {
-    let mut body = open_object(s, description, properties, required);
-    body.insert("additionalProperties", Json::Bool(false));
-    body
-}
-
-/// An object that tolerates members it does not name (the error bodies).
-fn open_object(
-    s: Schema,
-    description: &str,
-    properties: Vec<(&str, Json)>,
-    required: &[&str],
-) -> Object {
-    let mut props = Object::new();
-    for (name, schema) in properties {
-        props.insert(name, schema);
-    }
-    let mut body = S::new()
-        .set("title", s.name())
-        .set("description", description)
-        .set("type", "object")
-        .set("properties", props);
-    if !required.is_empty() {
-        body = body.set("required", strings(required));
-    }
-    body.0
-}
-
-fn strings(items: &[&str]) -> Json {
-    Json::Array(items.iter().map(|&s| Json::from(s)).collect())
-}
-
-fn non_empty(description: &str) -> Json {
-    S::ty("string").set("minLength", 1).doc(description)
-}
-
-/// A free-form object that defaults to `{}`.
-fn object(description: &str) -> Json {
-    S::ty("object")
-        .set("default", Object::new())
-        .doc(&free_form(description))
-}
-
-fn free_form(description: &str) -> String {
-    format!(
-        "{description} Any JSON: numbers must be finite (no NaN or Infinity), and values nest \
-         at most {MAX_FREE_FORM_DEPTH} containers below this field."
-    )
-}
-
-fn integer(description: &str, signedness: &str) -> String {
-    format!(
-        "{description} A JSON integer written without fraction or exponent (`1.0`, `1e2`, \
-         `\"1\"` and `true` are refused); {signedness}64-bit in magma-rs, unbounded in the \
-         reference."
-    )
-}
-
-/// A signed 64-bit integer.
-fn int64(description: &str) -> Json {
-    S::ty("integer")
-        .set("minimum", i64::MIN)
-        .set("maximum", i64::MAX)
-        .doc(&integer(description, ""))
-}
-
-/// `schema` or `null`, default `null`.
-fn nullable(schema: S, description: &str) -> Json {
-    S::new()
-        .set(
-            "anyOf",
-            Json::Array(vec![schema.build(), S::ty("null").build()]),
-        )
-        .set("default", Json::Null)
-        .doc(description)
 }
 
 #[cfg(test)]

@@ -62,3 +62,30 @@ impl<'de> serde::Deserialize<'de> for AgentHealth {
         AgentHealth::from_json(value).map_err(serde::de::Error::custom)
     }
 }
+
+// ---------------------------------------------------------------------------
+// JSON Schema (feature `schema`)
+
+#[cfg(feature = "schema")]
+mod json_schema {
+    use super::AgentHealth;
+    use crate::json::Object;
+    use crate::json_schema::{HasSchema, Refs, S, model};
+
+    impl HasSchema for AgentHealth {
+        fn schema(_refs: &Refs<'_>) -> Object {
+            model(
+                "AgentHealth",
+                "The body of `GET /health` when the agent is ready; `{}` is valid too.",
+                vec![(
+                    "status",
+                    S::ty("string")
+                        .set("const", "ready")
+                        .set("default", "ready")
+                        .doc("Always `ready`: an agent that is not ready answers 503."),
+                )],
+                &[],
+            )
+        }
+    }
+}

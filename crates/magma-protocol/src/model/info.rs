@@ -177,3 +177,65 @@ impl<'de> serde::Deserialize<'de> for AgentInfo {
         AgentInfo::from_json(value).map_err(serde::de::Error::custom)
     }
 }
+
+// ---------------------------------------------------------------------------
+// JSON Schema (feature `schema`)
+
+#[cfg(feature = "schema")]
+mod json_schema {
+    use super::{AgentInfo, PROTOCOL_VERSION};
+    use crate::json::{Json, Object};
+    use crate::json_schema::{HasSchema, Refs, S, model, strings};
+
+    impl HasSchema for AgentInfo {
+        fn schema(_refs: &Refs<'_>) -> Object {
+            model(
+                "AgentInfo",
+                "The body of `GET /v1/info`.",
+                vec![
+                    (
+                        "protocol_version",
+                        S::ty("string")
+                            .set("default", PROTOCOL_VERSION)
+                            .doc("Any string is valid here; clients such as BENCH require `2.0`."),
+                    ),
+                    (
+                        "agent_id",
+                        S::ty("string").doc("The agent's name; may be empty."),
+                    ),
+                    ("agent_version", S::ty("string").doc("The agent's version.")),
+                    (
+                        "specialized_coaching",
+                        S::ty("array")
+                            .set("items", S::ty("string"))
+                            .set("default", Json::Array(Vec::new()))
+                            .doc("Coaching kinds handled: `failure`, `suboptimal`, `format`."),
+                    ),
+                    (
+                        "coaching_resume",
+                        S::ty("boolean").set("default", false).doc(
+                            "Whether coached decisions can be replayed through \
+                         `extra_keys.coaching`.",
+                        ),
+                    ),
+                    (
+                        "coaching_unavailable_reason",
+                        S::new()
+                            .set("type", strings(&["string", "null"]))
+                            .set("default", Json::Null)
+                            .doc("Why coaching is off, if it is."),
+                    ),
+                    (
+                        "capabilities",
+                        S::ty("object")
+                            .set("additionalProperties", S::ty("boolean"))
+                            .doc(
+                                "Capability flags, may be empty; BENCH requires `inference: true`.",
+                            ),
+                    ),
+                ],
+                &["agent_id", "agent_version", "capabilities"],
+            )
+        }
+    }
+}

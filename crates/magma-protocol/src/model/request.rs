@@ -274,7 +274,7 @@ fn unique_ids_issue(req: &AgentRequest) -> Option<Issue> {
             Location::root(),
             "Value error, Input ids must be unique within a request",
         )
-        .with_input(to_value(req))
+        .with_input(to_value(req, READ))
     })
 }
 
@@ -395,6 +395,123 @@ impl<'de> serde::Deserialize<'de> for AgentRequest {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<AgentRequest, D::Error> {
         let value = <Json as serde::Deserialize>::deserialize(d)?;
         AgentRequest::from_json(value).map_err(serde::de::Error::custom)
+    }
+}
+
+// ---------------------------------------------------------------------------
+// JSON Schema (feature `schema`)
+
+#[cfg(feature = "schema")]
+mod json_schema {
+    use super::{AgentInput, AgentInstruction, AgentRequest};
+    use crate::json::{Json, Object};
+    use crate::json_schema::{
+        HasSchema, Refs, S, free_form, int64, integer, model, non_empty, object, strings,
+    };
+    use crate::limits::MAX_JSON_DEPTH;
+
+    impl HasSchema for AgentRequest {
+        fn schema(refs: &Refs<'_>) -> Object {
+            model(
+                "AgentRequest",
+                &format!(
+                    "The body of `POST /v1/responses`. Not expressible here: the `id`s of \
+                 `inputs` must be unique (else 422 `value_error`, \"Input ids must be \
+                 unique within a request\"), and the document nests at most \
+                 {MAX_JSON_DEPTH} containers deep."
+                ),
+                vec![
+                    (
+                        "request_id",
+                        non_empty("Identifies the request; every candidate echoes it."),
+                    ),
+                    (
+                        "inputs",
+                        S::ty("array").set("items", refs.to("AgentInput")).doc(
+                            "The situations to answer, in order; may be empty. Their `id`s \
+                         must be unique.",
+                        ),
+                    ),
+                ],
+                &["request_id", "inputs"],
+            )
+        }
+    }
+
+    impl HasSchema for AgentInput {
+        fn schema(refs: &Refs<'_>) -> Object {
+            model(
+                "AgentInput",
+                "One situation to answer with `num_outputs` candidates.",
+                vec![
+                    (
+                        "id",
+                        int64(
+                            "Identifies the input within its request (unique there); its \
+                         candidates carry it as `source_id`.",
+                        ),
+                    ),
+                    (
+                        "instruction",
+                        refs.to("AgentInstruction").doc("What the agent reacts to."),
+                    ),
+                    (
+                        "tools",
+                        S::ty("array")
+                            .set("items", S::ty("object"))
+                            .set("default", Json::Array(Vec::new()))
+                            .doc(&free_form(
+                                "Tool descriptions, each a free-form object (`name`, \
+                             `description`, and `arguments` or `parameters`).",
+                            )),
+                    ),
+                    (
+                        "attributes",
+                        object("Situation attributes, e.g. `known_robots`."),
+                    ),
+                    (
+                        "memory",
+                        object(
+                            "The interaction state, owned by the agent: candidates return a full \
+                            replacement.",
+                        ),
+                    ),
+                    (
+                        "num_outputs",
+                        S::ty("integer")
+                            .set("exclusiveMinimum", 0)
+                            .set("maximum", u64::MAX)
+                            .set("default", 1)
+                            .doc(&integer("How many candidates to produce.", "unsigned ")),
+                    ),
+                    (
+                        "extra_keys",
+                        object("Agent-specific options, e.g. `inference_mode`."),
+                    ),
+                ],
+                &["id", "instruction"],
+            )
+        }
+    }
+
+    impl HasSchema for AgentInstruction {
+        fn schema(_refs: &Refs<'_>) -> Object {
+            model(
+                "AgentInstruction",
+                "What the agent is asked to react to.",
+                vec![
+                    (
+                        "type",
+                        S::ty("string").set("enum", strings(&["user", "env"])).doc(
+                            "`user`: a message from the user; `env`: feedback from the \
+                         environment, usually a JSON-encoded status object.",
+                        ),
+                    ),
+                    ("content", S::ty("string").doc("The message; may be empty.")),
+                ],
+                &["type", "content"],
+            )
+        }
     }
 }
 

@@ -343,8 +343,11 @@ fn output(v: Json, cx: &mut Validation) -> Option<AgentOutput> {
                 "internal_steps",
                 Json::Array(internal_steps.into_iter().map(Json::Object).collect()),
             );
-            o.insert("output", decision.map_or(Json::Null, |d| to_value(&d)));
-            o.insert("error", error.map_or(Json::Null, |e| to_value(&e)));
+            o.insert(
+                "output",
+                decision.map_or(Json::Null, |d| to_value(&d, READ)),
+            );
+            o.insert("error", error.map_or(Json::Null, |e| to_value(&e, READ)));
             cx.report(ErrorKind::ValueError, msg, Json::Object(o));
             return None;
         }
@@ -551,5 +554,202 @@ impl<'de> serde::Deserialize<'de> for AgentResponse {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<AgentResponse, D::Error> {
         let value = <Json as serde::Deserialize>::deserialize(d)?;
         AgentResponse::from_json(value).map_err(serde::de::Error::custom)
+    }
+}
+
+// ---------------------------------------------------------------------------
+// JSON Schema (feature `schema`)
+
+#[cfg(feature = "schema")]
+mod json_schema {
+    use super::{AgentDecision, AgentError, AgentOutput, AgentResponse, ToolCall};
+    use crate::json::{Json, Object};
+    use crate::json_schema::{
+        HasSchema, Refs, S, free_form, int64, integer, model, non_empty, nullable, object, strings,
+    };
+
+    impl HasSchema for ToolCall {
+        fn schema(_refs: &Refs<'_>) -> Object {
+            model(
+                "ToolCall",
+                "A tool the agent wants a robot to run.",
+                vec![
+                    ("name", non_empty("The tool's name.")),
+                    ("arguments", object("The tool's arguments.")),
+                    (
+                        "target_robot_name",
+                        non_empty("The robot that runs the tool."),
+                    ),
+                ],
+                &["name", "target_robot_name"],
+            )
+        }
+    }
+
+    impl HasSchema for AgentDecision {
+        fn schema(refs: &Refs<'_>) -> Object {
+            model(
+                "AgentDecision",
+                "What one candidate says and does. Both may be empty and both may be set \
+             (BENCH then drops `say`, GEN refuses the answer).",
+                vec![
+                    (
+                        "say",
+                        S::ty("string")
+                            .set("default", "")
+                            .doc("A message for the user."),
+                    ),
+                    (
+                        "tool_calls",
+                        S::ty("array")
+                            .set("items", refs.to("ToolCall"))
+                            .set("default", Json::Array(Vec::new()))
+                            .doc("Tool calls for the robots."),
+                    ),
+                ],
+                &[],
+            )
+        }
+    }
+
+    impl HasSchema for AgentError {
+        fn schema(_refs: &Refs<'_>) -> Object {
+            model(
+                "AgentError",
+                "Why one candidate failed.",
+                vec![
+                    (
+                        "code",
+                        non_empty("Machine-readable code, e.g. `invalid_output`."),
+                    ),
+                    ("message", non_empty("Human-readable message.")),
+                    (
+                        "component",
+                        S::new()
+                            .set("type", strings(&["string", "null"]))
+                            .set("default", Json::Null)
+                            .doc("The part of the agent that failed, if known."),
+                    ),
+                ],
+                &["code", "message"],
+            )
+        }
+    }
+
+    impl HasSchema for AgentOutput {
+        fn schema(refs: &Refs<'_>) -> Object {
+            {
+                let mut body = model(
+                    "AgentOutput",
+                    "One candidate. `status` decides which of `output` and `error` is set \
+                 (the `oneOf`): `completed` needs a decision in `output` and no `error`, \
+                 `error` needs an `error` and no `output`; absent and `null` are the same. \
+                 `request_id`, `source_id` and `candidate_index` follow the request, see \
+                 AgentResponse.",
+                    vec![
+                        (
+                            "request_id",
+                            non_empty("Echo of the request's `request_id`."),
+                        ),
+                        (
+                            "source_id",
+                            int64("The `id` of the input this candidate answers."),
+                        ),
+                        (
+                            "candidate_index",
+                            S::ty("integer")
+                                .set("minimum", 0)
+                                .set("maximum", u64::MAX)
+                                .doc(&integer(
+                                    "0-based index among the input's candidates.",
+                                    "unsigned ",
+                                )),
+                        ),
+                        (
+                            "status",
+                            S::ty("string")
+                                .set("enum", strings(&["completed", "error"]))
+                                .doc("Whether the candidate has a decision or an error."),
+                        ),
+                        (
+                            "memory",
+                            S::ty("object")
+                                .doc(&free_form("The full replacement memory, for errors too.")),
+                        ),
+                        (
+                            "internal_steps",
+                            S::ty("array")
+                                .set("items", S::ty("object"))
+                                .set("default", Json::Array(Vec::new()))
+                                .doc(&free_form(
+                                    "Diagnostics (prompts, raw model output), each a free-form \
+                                 object.",
+                                )),
+                        ),
+                        (
+                            "output",
+                            nullable(
+                                refs.to("AgentDecision"),
+                                "The decision; set if and only if `status` is `completed`.",
+                            ),
+                        ),
+                        (
+                            "error",
+                            nullable(
+                                refs.to("AgentError"),
+                                "The error; set if and only if `status` is `error`.",
+                            ),
+                        ),
+                    ],
+                    &[
+                        "request_id",
+                        "source_id",
+                        "candidate_index",
+                        "status",
+                        "memory",
+                    ],
+                );
+                let branch = |status: &str, set: &str, decision: &str, unset: &str| {
+                    let mut props = Object::new();
+                    props.insert("status", S::new().set("const", status).build());
+                    props.insert(set, refs.to(decision).build());
+                    props.insert(unset, S::ty("null").build());
+                    S::new()
+                        .set("title", status)
+                        .set("properties", props)
+                        .set("required", strings(&[set]))
+                        .build()
+                };
+                body.insert(
+                    "oneOf",
+                    Json::Array(vec![
+                        branch("completed", "output", "AgentDecision", "error"),
+                        branch("error", "error", "AgentError", "output"),
+                    ]),
+                );
+                body
+            }
+        }
+    }
+
+    impl HasSchema for AgentResponse {
+        fn schema(refs: &Refs<'_>) -> Object {
+            {
+                S::new()
+                    .set("title", "AgentResponse")
+                    .set(
+                        "description",
+                        "The body of a 200 answer to `POST /v1/responses`: the candidates, in \
+                 order. Not expressible here: for each input of the request in order, and \
+                 for k = 0 .. num_outputs - 1, exactly one candidate with `request_id`, \
+                 `source_id` and `candidate_index` equal to the request's `request_id`, the \
+                 input's `id` and k; nothing else (the reference's \
+                 `AgentResponse.validate_request`). A request without inputs gets `[]`.",
+                    )
+                    .set("type", "array")
+                    .set("items", refs.to("AgentOutput"))
+                    .into_object()
+            }
+        }
     }
 }

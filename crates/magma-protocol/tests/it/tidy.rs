@@ -3,8 +3,9 @@
 //! `self` or `super` is resolved to the module it names, and
 //!
 //! - a module may use only modules of a lower layer, or its own module:
-//!   `json` < `limits` < `error` < `validate` < `model` < (`exchange`,
-//!   `env`, `tools`, `schema`, each on its own);
+//!   `json` < `limits` < `error` < (`validate`, `json_schema`) < `model` <
+//!   (`exchange`, `env`, `tools`, `schema`); modules of one layer may not
+//!   use each other;
 //! - a file of one model (`model/request.rs` and its children, ...) may use
 //!   another model only through the types `model/mod.rs` re-exports, never
 //!   through the other file's module (`super::response::...`).
@@ -19,7 +20,7 @@ const LAYERS: &[&[&str]] = &[
     &["json"],
     &["limits"],
     &["error"],
-    &["validate"],
+    &["validate", "json_schema"],
     &["model"],
     &["exchange", "env", "tools", "schema"],
 ];
