@@ -82,18 +82,18 @@ pub(crate) fn scan_free_object(
         from: 0,
         seen: KeyFilter::EMPTY,
     };
+    // The bounds of `level`, worked out once: a value inside more than
+    // `free_form_depth` containers below the free-form object is refused by
+    // validation, and a container may open only while the document stays
+    // within `depth` (`depth_before + level + 1 <= depth`).
     let free_form_levels = limits.free_form_depth.saturating_add(1);
+    let open_levels = limits.depth.saturating_sub(depth_before + 1);
     i = scan_key(src, i, &mut sc.keys, &mut frame)?;
     'value: loop {
-        // A value inside more than `free_form_depth` containers below the
-        // free-form object is refused by validation.
-        if level > free_form_levels {
-            return None;
-        }
         i = ws_end(src, i);
         match *src.get(i)? {
             open @ (b'{' | b'[') => {
-                if depth_before + level + 1 > limits.depth {
+                if level > open_levels {
                     return None;
                 }
                 i = ws_end(src, i + 1);
@@ -104,6 +104,11 @@ pub(crate) fn scan_free_object(
                     sc.containers.push(top);
                     top = open;
                     level += 1;
+                    // The only place `level` grows: the values inside are
+                    // at this level, checked once here, not at each value.
+                    if level > free_form_levels {
+                        return None;
+                    }
                     if open == b'{' {
                         let inner = ScanFrame {
                             from: sc.keys.len(),
