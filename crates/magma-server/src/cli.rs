@@ -72,7 +72,7 @@ pub struct ServerArgs {
           value_parser = clap::value_parser!(u64).range(1..))]
     pub max_candidates: u64,
 
-    /// Seconds allowed per inference, including the wait for a slot; 503 when exceeded [default: no limit]
+    /// Seconds allowed per inference, including the wait for a slot; 504 when exceeded [default: no limit]
     #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
     pub inference_timeout_secs: Option<u64>,
 

@@ -45,7 +45,7 @@ pub struct Config {
     pub max_candidates: u64,
     /// Time allowed for an inference, including the wait for a slot
     /// (default: none). When it runs out the agent's work is dropped and the
-    /// client gets `503`.
+    /// client gets `504` with a JSON `detail`.
     pub inference_timeout: Option<Duration>,
     /// After a shutdown signal, time given to in-flight requests before the
     /// remaining connections are closed (default 30 s).

@@ -2,6 +2,7 @@
 //! its status, and nothing the agent does can produce a malformed `200`.
 
 use std::convert::Infallible;
+use std::error::Error as StdError;
 use std::hash::{BuildHasher, RandomState};
 use std::net::SocketAddr;
 use std::sync::OnceLock;
@@ -13,12 +14,18 @@ use bytes::Bytes;
 use http::header::{ALLOW, CONNECTION, CONTENT_TYPE, HeaderValue};
 use http::{HeaderMap, Method, Request, Response, StatusCode, Version};
 use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
-use hyper::body::{Body, Incoming};
+use hyper::body::Body;
 use magma_protocol::{AgentHealth, AgentRequest, AgentResponse, json};
 use tokio::sync::Semaphore;
+use tracing::Instrument;
 
 use crate::agent::{Agent, Readiness};
+use crate::config::Config;
+use crate::context::RequestContext;
 use crate::unwind::{CatchUnwind, panic_message};
+
+/// The error type of request bodies the handler accepts.
+pub(crate) type BoxError = Box<dyn StdError + Send + Sync>;
 
 /// What every request handler shares.
 pub(crate) struct Shared<A> {
@@ -29,6 +36,21 @@ pub(crate) struct Shared<A> {
     pub(crate) max_candidates: u64,
     pub(crate) inference_timeout: Option<Duration>,
     pub(crate) inferences: Semaphore,
+}
+
+impl<A> Shared<A> {
+    /// `config` must have been validated.
+    pub(crate) fn new(agent: A, config: &Config) -> Shared<A> {
+        Shared {
+            agent,
+            prefix: config.normalized_prefix(),
+            max_body_bytes: config.max_body_bytes,
+            body_timeout: config.body_timeout,
+            max_candidates: config.max_candidates,
+            inference_timeout: config.inference_timeout,
+            inferences: Semaphore::new(config.max_concurrent_inferences),
+        }
+    }
 }
 
 /// An answer plus what the access log needs.
@@ -73,22 +95,44 @@ fn detail(status: StatusCode, message: &str) -> Response<Full<Bytes>> {
 }
 
 /// Handles one request; never fails and never panics (agent panics become
-/// `500`). Writes the access log line.
-pub(crate) async fn handle<A: Agent>(
+/// `500`). Runs in the request's span and writes the access log line.
+/// `peer` is the connection's remote address, when known.
+pub(crate) async fn handle<A, B>(
     shared: &Shared<A>,
-    req: Request<Incoming>,
-    peer: SocketAddr,
-) -> Result<Response<Full<Bytes>>, Infallible> {
+    req: Request<B>,
+    peer: Option<SocketAddr>,
+) -> Result<Response<Full<Bytes>>, Infallible>
+where
+    A: Agent,
+    B: Body<Data = Bytes>,
+    B::Error: Into<BoxError>,
+{
+    let header_id = header_request_id(req.headers());
+    let method = req.method().clone();
+    let path = req.uri().path().to_owned();
+    let span = tracing::info_span!(
+        "request",
+        method = %method,
+        path = %path,
+        request_id = tracing::field::Empty,
+        x_request_id = header_id.as_deref(),
+    );
     let mut access = Access {
         start: Instant::now(),
-        method: req.method().clone(),
-        path: req.uri().path().to_owned(),
+        method,
+        path,
         version: req.version(),
         peer,
-        request_id: OnceLock::new(),
+        ids: Ids {
+            body: OnceLock::new(),
+            header: header_id,
+            client: peer,
+            span,
+        },
         answered: false,
     };
-    let reply = match CatchUnwind::new(route(shared, req, &access.request_id)).await {
+    let routed = route(shared, req, &access.ids).instrument(access.ids.span.clone());
+    let reply = match CatchUnwind::new(routed).await {
         Ok(reply) => reply,
         Err(payload) => {
             tracing::error!(
@@ -103,6 +147,36 @@ pub(crate) async fn handle<A: Agent>(
     Ok(access.finish(reply))
 }
 
+/// A request's ids and span, as the handler fills them in.
+struct Ids {
+    /// The body's `request_id`, once parsed.
+    body: OnceLock<String>,
+    /// An accepted incoming `X-Request-Id`.
+    header: Option<String>,
+    /// The client's address, as far as the server knows it.
+    client: Option<SocketAddr>,
+    span: tracing::Span,
+}
+
+impl Ids {
+    fn set_body(&self, id: &str) {
+        let _ = self.body.set(id.to_owned());
+        self.span.record("request_id", id);
+    }
+}
+
+/// An incoming `X-Request-Id` the server honours: 1 to [`MAX_LOGGED_ID`]
+/// visible ASCII characters (what proxies generate: UUIDs, hex strings).
+/// Anything else is ignored, as if absent.
+fn header_request_id(headers: &HeaderMap) -> Option<String> {
+    let value = headers.get(REQUEST_ID)?.as_bytes();
+    let ok = !value.is_empty()
+        && value.len() <= MAX_LOGGED_ID
+        && value.iter().all(|b| (0x21..=0x7e).contains(b));
+    // Visible ASCII is UTF-8.
+    ok.then(|| String::from_utf8_lossy(value).into_owned())
+}
+
 /// What the access log line says about a request. Dropped without
 /// [`finish`](Access::finish) (the client went away and hyper dropped the
 /// handler), it logs that instead.
@@ -111,9 +185,8 @@ struct Access {
     method: Method,
     path: String,
     version: Version,
-    peer: SocketAddr,
-    /// The body's `request_id`, once parsed.
-    request_id: OnceLock<String>,
+    peer: Option<SocketAddr>,
+    ids: Ids,
     answered: bool,
 }
 
@@ -125,8 +198,10 @@ impl Access {
             candidates,
             close,
         } = reply;
-        let id = self.request_id.get_or_init(generated_id);
-        if let Ok(v) = HeaderValue::from_str(id) {
+        let id = self.ids.body.get_or_init(generated_id);
+        // The caller's own id comes back when it sent one.
+        let echoed = self.ids.header.as_deref().unwrap_or(id);
+        if let Ok(v) = HeaderValue::from_str(echoed) {
             response.headers_mut().insert(REQUEST_ID, v);
         }
         if close && self.version <= Version::HTTP_11 {
@@ -137,13 +212,14 @@ impl Access {
         tracing::info!(
             target: "magma_server::access",
             request_id = ?id,
+            x_request_id = self.ids.header.as_deref(),
             method = %self.method,
             path = %self.path,
             version = ?self.version,
             status = response.status().as_u16(),
             latency_ms = %format_args!("{:.3}", self.start.elapsed().as_secs_f64() * 1000.0),
             candidates,
-            peer = %self.peer,
+            peer = self.peer.map(tracing::field::display),
             "request"
         );
         response
@@ -153,15 +229,16 @@ impl Access {
 impl Drop for Access {
     fn drop(&mut self) {
         if !self.answered {
-            let id = self.request_id.get_or_init(generated_id);
+            let id = self.ids.body.get_or_init(generated_id);
             tracing::info!(
                 target: "magma_server::access",
                 request_id = ?id,
+                x_request_id = self.ids.header.as_deref(),
                 method = %self.method,
                 path = %self.path,
                 version = ?self.version,
                 latency_ms = %format_args!("{:.3}", self.start.elapsed().as_secs_f64() * 1000.0),
-                peer = %self.peer,
+                peer = self.peer.map(tracing::field::display),
                 "request abandoned: the client closed the connection before the answer"
             );
         }
@@ -175,11 +252,12 @@ fn internal_error() -> Response<Full<Bytes>> {
     )
 }
 
-async fn route<A: Agent>(
-    shared: &Shared<A>,
-    req: Request<Incoming>,
-    request_id: &OnceLock<String>,
-) -> Reply {
+async fn route<A, B>(shared: &Shared<A>, req: Request<B>, ids: &Ids) -> Reply
+where
+    A: Agent,
+    B: Body<Data = Bytes>,
+    B::Error: Into<BoxError>,
+{
     let full = req.uri().path();
     let path = match &shared.prefix {
         None => Some(full),
@@ -199,7 +277,7 @@ async fn route<A: Agent>(
             StatusCode::OK,
             shared.agent.info().to_json_string(),
         )),
-        (Some("/v1/responses"), &Method::POST) => responses(shared, req, request_id).await,
+        (Some("/v1/responses"), &Method::POST) => responses(shared, req, ids).await,
         _ => {
             let mut r = detail(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed");
             r.headers_mut()
@@ -268,7 +346,11 @@ async fn within<F: Future>(limit: Duration, fut: F) -> Result<F::Output, ()> {
     }
 }
 
-async fn read_body(body: Incoming, limit: u64, timeout: Duration) -> Result<Bytes, BodyError> {
+async fn read_body<B>(body: B, limit: u64, timeout: Duration) -> Result<Bytes, BodyError>
+where
+    B: Body<Data = Bytes>,
+    B::Error: Into<BoxError>,
+{
     let limit = usize::try_from(limit).unwrap_or(usize::MAX);
     match within(timeout, Limited::new(body, limit).collect()).await {
         Err(()) => Err(BodyError::TimedOut),
@@ -297,11 +379,12 @@ fn missing_body() -> Response<Full<Bytes>> {
     json_response(StatusCode::UNPROCESSABLE_ENTITY, body.to_json_string())
 }
 
-async fn responses<A: Agent>(
-    shared: &Shared<A>,
-    req: Request<Incoming>,
-    request_id: &OnceLock<String>,
-) -> Reply {
+async fn responses<A, B>(shared: &Shared<A>, req: Request<B>, ids: &Ids) -> Reply
+where
+    A: Agent,
+    B: Body<Data = Bytes>,
+    B::Error: Into<BoxError>,
+{
     if !content_type_is_json(req.headers()) {
         return Reply::new(detail(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -344,7 +427,7 @@ async fn responses<A: Agent>(
     };
     drop(bytes);
     let id = truncate(request.request_id().to_owned());
-    let _ = request_id.set(id.clone());
+    ids.set_body(&id);
     let wanted = request.expected_candidates();
     if wanted > u128::from(shared.max_candidates) {
         let msg = format!(
@@ -370,22 +453,24 @@ async fn responses<A: Agent>(
         candidates = wanted as u64,
         "inference started"
     );
+    let context = RequestContext::new(id.clone(), ids.header.clone(), ids.client, ids.span.clone());
     let inference = async {
         // The semaphore lives as long as `shared` and is never closed.
         let _slot = shared.inferences.acquire().await;
-        CatchUnwind::new(shared.agent.respond_batch(&request)).await
+        CatchUnwind::new(context.scope(shared.agent.respond_batch(&request))).await
     };
     let outcome = match shared.inference_timeout {
         None => inference.await,
         Some(limit) => match within(limit, inference).await {
             Ok(outcome) => outcome,
             Err(()) => {
-                tracing::warn!(request_id = ?id, "inference timed out; answered 503");
+                tracing::warn!(request_id = ?id, "inference timed out; answered 504");
                 let msg = format!(
-                    "Service Unavailable: the inference did not finish within {} s",
+                    "Gateway Timeout: the inference did not finish within the server's \
+                     inference timeout of {} s and was stopped",
                     limit.as_secs_f64()
                 );
-                return Reply::new(detail(StatusCode::SERVICE_UNAVAILABLE, &msg));
+                return Reply::new(detail(StatusCode::GATEWAY_TIMEOUT, &msg));
             }
         },
     };

@@ -11,6 +11,7 @@
 
 mod agent;
 mod config;
+mod context;
 pub mod demo;
 mod error;
 mod handler;
@@ -26,6 +27,7 @@ mod tls;
 
 pub use agent::{Agent, Readiness, ReadyFlag, Rejection};
 pub use config::Config;
+pub use context::RequestContext;
 pub use error::Error;
 pub use server::Server;
 #[cfg(feature = "tls")]

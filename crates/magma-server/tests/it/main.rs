@@ -9,6 +9,7 @@ mod http_table;
 mod limits;
 mod memory;
 mod protocols;
+mod request_span;
 mod shutdown;
 
 #[cfg(feature = "cli")]
