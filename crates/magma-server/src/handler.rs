@@ -36,14 +36,33 @@ pub(crate) struct Shared<A> {
     pub(crate) max_candidates: u64,
     pub(crate) inference_timeout: Option<Duration>,
     pub(crate) inferences: Semaphore,
+    /// The OpenAPI document served on `GET {prefix}/openapi.json`.
+    openapi: Bytes,
+}
+
+/// The OpenAPI document of the contract, as `cargo xtask codegen` writes it.
+const OPENAPI: &str = include_str!("../openapi.json");
+
+/// [`OPENAPI`] with a `servers` entry for `prefix`, as FastAPI adds for its
+/// `root_path`: clients generated from it call `{prefix}/v1/responses`.
+fn openapi_document(prefix: Option<&str>) -> Bytes {
+    let Some(prefix) = prefix else {
+        return Bytes::from_static(OPENAPI.as_bytes());
+    };
+    let servers = json!([{ "url": prefix }]).to_json_string();
+    // The document is an object: the member goes first.
+    let body = OPENAPI.trim_start().strip_prefix('{').unwrap_or(OPENAPI);
+    Bytes::from(format!("{{\n  \"servers\": {servers},{body}"))
 }
 
 impl<A> Shared<A> {
     /// `config` must have been validated.
     pub(crate) fn new(agent: A, config: &Config) -> Shared<A> {
+        let prefix = config.normalized_prefix();
         Shared {
             agent,
-            prefix: config.normalized_prefix(),
+            openapi: openapi_document(prefix.as_deref()),
+            prefix,
             max_body_bytes: config.max_body_bytes,
             body_timeout: config.body_timeout,
             max_candidates: config.max_candidates,
@@ -269,6 +288,7 @@ where
         Some("/health") => "GET",
         Some("/v1/info") => "GET",
         Some("/v1/responses") => "POST",
+        Some("/openapi.json") => "GET",
         _ => return Reply::new(detail(StatusCode::NOT_FOUND, "Not Found")),
     };
     match (path, req.method()) {
@@ -278,6 +298,11 @@ where
             shared.agent.info().to_json_string(),
         )),
         (Some("/v1/responses"), &Method::POST) => responses(shared, req, ids).await,
+        (Some("/openapi.json"), &Method::GET) => {
+            let mut r = Response::new(Full::new(shared.openapi.clone()));
+            r.headers_mut().insert(CONTENT_TYPE, JSON);
+            Reply::new(r)
+        }
         _ => {
             let mut r = detail(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed");
             r.headers_mut()
