@@ -16,6 +16,7 @@ pub mod demo;
 mod error;
 mod handler;
 mod server;
+mod service;
 mod unwind;
 
 #[cfg(feature = "cli")]
@@ -30,6 +31,7 @@ pub use config::Config;
 pub use context::RequestContext;
 pub use error::Error;
 pub use server::Server;
+pub use service::MagmaService;
 #[cfg(feature = "tls")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
 pub use tls::{SelfSignedFiles, TlsConfig, TlsError};

@@ -14,5 +14,7 @@ mod shutdown;
 
 #[cfg(feature = "cli")]
 mod binary;
+#[cfg(feature = "cli")]
+mod nested;
 #[cfg(feature = "tls")]
 mod tls;
