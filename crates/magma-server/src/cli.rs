@@ -123,6 +123,12 @@ pub struct ServerArgs {
           value_parser = clap::value_parser!(u64).range(1..))]
     pub tls_handshake_timeout_secs: u64,
 
+    /// Serve Prometheus metrics on GET /metrics (under --path-prefix): requests, latency,
+    /// inferences, candidates; also what the agent records with the `metrics` macros
+    /// (requires the `metrics` feature)
+    #[arg(env = "MAGMA_SERVER_METRICS", long)]
+    pub metrics: bool,
+
     /// Log format on standard error: `text` (one line per event) or `json` (one JSON object per
     /// event, with the span's fields, for log collectors)
     #[arg(env = "MAGMA_SERVER_LOG_FORMAT", long, value_name = "FORMAT", value_enum,
@@ -198,6 +204,11 @@ pub enum CliError {
          support; rebuild with `--features tls` or terminate TLS in a reverse proxy"
     )]
     TlsUnavailable,
+    /// `--metrics` in a build without the `metrics` feature.
+    #[error(
+        "--metrics needs a build with the `metrics` feature; rebuild with `--features metrics`"
+    )]
+    MetricsUnavailable,
     /// `--tls-client-ca` without a certificate to serve.
     #[error("--tls-client-ca needs --tls-cert/--tls-key or --tls-self-signed")]
     ClientCaWithoutTls,
@@ -231,7 +242,9 @@ impl CliError {
     /// for a start-up failure (files, the address).
     pub fn exit_code(&self) -> u8 {
         match self {
-            CliError::TlsUnavailable | CliError::ClientCaWithoutTls => 2,
+            CliError::TlsUnavailable
+            | CliError::ClientCaWithoutTls
+            | CliError::MetricsUnavailable => 2,
             #[cfg(feature = "tls")]
             CliError::Tls { .. } => 1,
             CliError::Listen { .. } => 1,
@@ -268,6 +281,21 @@ impl ServerArgs {
             tls_handshake_timeout: secs(self.tls_handshake_timeout_secs),
             ..Config::default()
         };
+        if self.metrics {
+            #[cfg(feature = "metrics")]
+            {
+                let metrics = crate::Metrics::new();
+                if metrics.install_global().is_err() {
+                    tracing::warn!(
+                        "a metrics recorder is already installed; /metrics shows the server's \
+                         own metrics only"
+                    );
+                }
+                config.metrics = Some(metrics);
+            }
+            #[cfg(not(feature = "metrics"))]
+            return Err(CliError::MetricsUnavailable);
+        }
         let wants_tls = self.tls_cert.is_some() || self.tls_self_signed.is_some();
         if self.tls_client_ca.is_some() && !wants_tls {
             return Err(CliError::ClientCaWithoutTls);

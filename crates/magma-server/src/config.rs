@@ -56,6 +56,11 @@ pub struct Config {
     pub path_prefix: Option<String>,
     /// Time a TLS client has to complete its handshake (default 10 s).
     pub tls_handshake_timeout: Duration,
+    /// Record metrics into this registry and serve them on
+    /// `GET {path_prefix}/metrics` (default: none, and `/metrics` is `404`).
+    #[cfg(feature = "metrics")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
+    pub metrics: Option<crate::Metrics>,
     /// Serve HTTPS with this configuration (default: plain HTTP).
     #[cfg(feature = "tls")]
     #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
@@ -139,6 +144,8 @@ impl Default for Config {
             shutdown_grace: Config::DEFAULT_SHUTDOWN_GRACE,
             path_prefix: None,
             tls_handshake_timeout: Config::DEFAULT_TLS_HANDSHAKE_TIMEOUT,
+            #[cfg(feature = "metrics")]
+            metrics: None,
             #[cfg(feature = "tls")]
             tls: None,
         }

@@ -38,6 +38,8 @@ pub(crate) struct Shared<A> {
     pub(crate) inferences: Semaphore,
     /// The OpenAPI document served on `GET {prefix}/openapi.json`.
     openapi: Bytes,
+    #[cfg(feature = "metrics")]
+    pub(crate) metrics: Option<crate::Metrics>,
 }
 
 /// The OpenAPI document of the contract, as `cargo xtask codegen` writes it.
@@ -56,10 +58,26 @@ fn openapi_document(prefix: Option<&str>) -> Bytes {
 }
 
 impl<A> Shared<A> {
+    /// Counts an inference that was not answered `200`.
+    fn failed(&self, failure: Failure) {
+        #[cfg(feature = "metrics")]
+        if let Some(m) = &self.metrics {
+            m.failure(failure);
+        }
+        #[cfg(not(feature = "metrics"))]
+        let _ = failure;
+    }
+
     /// `config` must have been validated.
     pub(crate) fn new(agent: A, config: &Config) -> Shared<A> {
         let prefix = config.normalized_prefix();
+        #[cfg(feature = "metrics")]
+        if let Some(m) = &config.metrics {
+            m.start_upkeep();
+        }
         Shared {
+            #[cfg(feature = "metrics")]
+            metrics: config.metrics.clone(),
             agent,
             openapi: openapi_document(prefix.as_deref()),
             prefix,
@@ -72,9 +90,55 @@ impl<A> Shared<A> {
     }
 }
 
+/// Which endpoint answered (the `route` label of the metrics).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(
+    not(feature = "metrics"),
+    allow(dead_code, reason = "read by the metrics")
+)]
+pub(crate) enum Route {
+    Health,
+    Info,
+    Responses,
+    OpenApi,
+    Metrics,
+    /// No route: a `404`.
+    Unmatched,
+}
+
+impl Route {
+    /// How many there are.
+    #[cfg(feature = "metrics")]
+    pub(crate) const COUNT: usize = 6;
+}
+
+/// Why an inference was not answered `200`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(
+    not(feature = "metrics"),
+    allow(dead_code, reason = "read by the metrics")
+)]
+pub(crate) enum Failure {
+    Timeout,
+    Panic,
+    Miscount,
+    Rejection,
+}
+
+impl Failure {
+    /// How many there are.
+    #[cfg(feature = "metrics")]
+    pub(crate) const COUNT: usize = 4;
+}
+
 /// An answer plus what the access log needs.
 struct Reply {
     response: Response<Full<Bytes>>,
+    #[cfg_attr(
+        not(feature = "metrics"),
+        allow(dead_code, reason = "read by the metrics")
+    )]
+    route: Route,
     candidates: Option<usize>,
     /// Close the connection after answering (HTTP/1 only): the request body
     /// was not read to its end.
@@ -85,9 +149,15 @@ impl Reply {
     fn new(response: Response<Full<Bytes>>) -> Reply {
         Reply {
             response,
+            route: Route::Unmatched,
             candidates: None,
             close: false,
         }
+    }
+
+    fn at(mut self, route: Route) -> Reply {
+        self.route = route;
+        self
     }
 
     fn closing(mut self) -> Reply {
@@ -163,7 +233,14 @@ where
             Reply::new(internal_error())
         }
     };
-    Ok(access.finish(reply))
+    #[cfg(feature = "metrics")]
+    let route = reply.route;
+    let response = access.finish(reply);
+    #[cfg(feature = "metrics")]
+    if let Some(m) = &shared.metrics {
+        m.request(route, response.status().as_u16(), access.start.elapsed());
+    }
+    Ok(response)
 }
 
 /// A request's ids and span, as the handler fills them in.
@@ -216,6 +293,7 @@ impl Access {
             mut response,
             candidates,
             close,
+            ..
         } = reply;
         let id = self.ids.body.get_or_init(generated_id);
         // The caller's own id comes back when it sent one.
@@ -284,32 +362,53 @@ where
             .strip_prefix(prefix.as_str())
             .filter(|rest| rest.starts_with('/')),
     };
-    let allow = match path {
-        Some("/health") => "GET",
-        Some("/v1/info") => "GET",
-        Some("/v1/responses") => "POST",
-        Some("/openapi.json") => "GET",
+    let (route, allow) = match path {
+        Some("/health") => (Route::Health, "GET"),
+        Some("/v1/info") => (Route::Info, "GET"),
+        Some("/v1/responses") => (Route::Responses, "POST"),
+        Some("/openapi.json") => (Route::OpenApi, "GET"),
+        #[cfg(feature = "metrics")]
+        Some("/metrics") if shared.metrics.is_some() => (Route::Metrics, "GET"),
         _ => return Reply::new(detail(StatusCode::NOT_FOUND, "Not Found")),
     };
-    match (path, req.method()) {
-        (Some("/health"), &Method::GET) => Reply::new(health(&shared.agent)),
-        (Some("/v1/info"), &Method::GET) => Reply::new(json_response(
+    let reply = match (route, req.method()) {
+        (Route::Health, &Method::GET) => Reply::new(health(&shared.agent)),
+        (Route::Info, &Method::GET) => Reply::new(json_response(
             StatusCode::OK,
             shared.agent.info().to_json_string(),
         )),
-        (Some("/v1/responses"), &Method::POST) => responses(shared, req, ids).await,
-        (Some("/openapi.json"), &Method::GET) => {
+        (Route::Responses, &Method::POST) => responses(shared, req, ids).await,
+        (Route::OpenApi, &Method::GET) => {
             let mut r = Response::new(Full::new(shared.openapi.clone()));
             r.headers_mut().insert(CONTENT_TYPE, JSON);
             Reply::new(r)
         }
+        #[cfg(feature = "metrics")]
+        (Route::Metrics, &Method::GET) => Reply::new(metrics_response(shared)),
         _ => {
             let mut r = detail(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed");
             r.headers_mut()
                 .insert(ALLOW, HeaderValue::from_static(allow));
             Reply::new(r)
         }
-    }
+    };
+    reply.at(route)
+}
+
+/// The Prometheus text of the server's registry.
+#[cfg(feature = "metrics")]
+fn metrics_response<A>(shared: &Shared<A>) -> Response<Full<Bytes>> {
+    let text = shared
+        .metrics
+        .as_ref()
+        .map(|m| m.render())
+        .unwrap_or_default();
+    let mut r = Response::new(Full::new(Bytes::from(text)));
+    r.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+    );
+    r
 }
 
 fn health<A: Agent>(agent: &A) -> Response<Full<Bytes>> {
@@ -480,8 +579,15 @@ where
     );
     let context = RequestContext::new(id.clone(), ids.header.clone(), ids.client, ids.span.clone());
     let inference = async {
+        #[cfg(feature = "metrics")]
+        let waiting = shared.metrics.as_ref().map(crate::Metrics::waiting);
         // The semaphore lives as long as `shared` and is never closed.
         let _slot = shared.inferences.acquire().await;
+        #[cfg(feature = "metrics")]
+        let _running = {
+            drop(waiting);
+            shared.metrics.as_ref().map(crate::Metrics::running)
+        };
         CatchUnwind::new(context.scope(shared.agent.respond_batch(&request))).await
     };
     let outcome = match shared.inference_timeout {
@@ -490,6 +596,7 @@ where
             Ok(outcome) => outcome,
             Err(()) => {
                 tracing::warn!(request_id = ?id, "inference timed out; answered 504");
+                shared.failed(Failure::Timeout);
                 let msg = format!(
                     "Gateway Timeout: the inference did not finish within the server's \
                      inference timeout of {} s and was stopped",
@@ -502,9 +609,11 @@ where
     let per_input = match outcome {
         Ok(Ok(per_input)) => per_input,
         Ok(Err(rejection)) => {
+            shared.failed(Failure::Rejection);
             return Reply::new(detail(StatusCode::UNPROCESSABLE_ENTITY, rejection.detail()));
         }
         Err(payload) => {
+            shared.failed(Failure::Panic);
             tracing::error!(
                 request_id = ?id,
                 panic = panic_message(&*payload),
@@ -516,6 +625,15 @@ where
     match AgentResponse::assemble(&request, per_input) {
         Ok(response) => {
             let n = response.len();
+            #[cfg(feature = "metrics")]
+            if let Some(m) = &shared.metrics {
+                let errors = response
+                    .candidates()
+                    .iter()
+                    .filter(|c| c.status() == magma_protocol::CandidateStatus::Error)
+                    .count() as u64;
+                m.candidates(n as u64 - errors, errors);
+            }
             let body = response.to_json_string();
             Reply {
                 candidates: Some(n),
@@ -523,6 +641,7 @@ where
             }
         }
         Err(e) => {
+            shared.failed(Failure::Miscount);
             tracing::error!(
                 request_id = ?id,
                 error = %e,

@@ -17,6 +17,8 @@ mod error;
 mod handler;
 mod server;
 mod service;
+#[cfg(feature = "metrics")]
+mod telemetry;
 mod unwind;
 
 #[cfg(feature = "cli")]
@@ -32,6 +34,9 @@ pub use context::RequestContext;
 pub use error::Error;
 pub use server::Server;
 pub use service::MagmaService;
+#[cfg(feature = "metrics")]
+#[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
+pub use telemetry::Metrics;
 #[cfg(feature = "tls")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
 pub use tls::{SelfSignedFiles, TlsConfig, TlsError};

@@ -158,6 +158,7 @@ fn help_documents_every_flag() {
         "--tls-self-signed",
         "--tls-handshake-timeout-secs",
         "--log-format",
+        "--metrics",
         "--help",
         "--version",
     ];
@@ -428,6 +429,12 @@ fn unreadable_or_mismatched_tls_files_exit_1_naming_the_flag() {
         let says: Vec<&str> = says.iter().map(String::as_str).collect();
         assert_exit(&args, &[], 1, &says);
     }
+}
+
+#[cfg(not(feature = "metrics"))]
+#[test]
+fn metrics_without_the_metrics_feature_exits_2_and_says_how_to_get_it() {
+    assert_exit(&["--metrics"], &[], 2, &["--metrics", "--features metrics"]);
 }
 
 #[cfg(not(feature = "tls"))]

@@ -14,6 +14,8 @@ mod shutdown;
 
 #[cfg(feature = "cli")]
 mod binary;
+#[cfg(feature = "metrics")]
+mod metrics;
 #[cfg(feature = "cli")]
 mod nested;
 #[cfg(feature = "tls")]
