@@ -123,6 +123,13 @@ pub struct ServerArgs {
           value_parser = clap::value_parser!(u64).range(1..))]
     pub tls_handshake_timeout_secs: u64,
 
+    /// Trust X-Forwarded-For and Forwarded from this proxy address or network (10.0.0.5,
+    /// 10.0.0.0/8, fd00::/8) for the client address in the access log; repeatable, or
+    /// comma-separated
+    #[arg(env = "MAGMA_SERVER_TRUSTED_PROXIES", long = "trusted-proxy", value_name = "ADDR[/BITS]",
+          value_delimiter = ',', value_parser = trusted_proxy)]
+    pub trusted_proxies: Vec<crate::TrustedProxy>,
+
     /// Serve Prometheus metrics on GET /metrics (under --path-prefix): requests, latency,
     /// inferences, candidates; also what the agent records with the `metrics` macros
     /// (requires the `metrics` feature)
@@ -175,6 +182,11 @@ fn listen_addr(s: &str) -> Result<String, String> {
         ));
     }
     Ok(s.to_owned())
+}
+
+fn trusted_proxy(s: &str) -> Result<crate::TrustedProxy, String> {
+    s.parse()
+        .map_err(|e: crate::TrustedProxyError| e.to_string())
 }
 
 /// A plain URL path: no query, fragment or whitespace.
@@ -279,6 +291,7 @@ impl ServerArgs {
             shutdown_grace: secs(self.shutdown_grace_secs),
             path_prefix: self.path_prefix.clone(),
             tls_handshake_timeout: secs(self.tls_handshake_timeout_secs),
+            trusted_proxies: self.trusted_proxies.clone(),
             ..Config::default()
         };
         if self.metrics {

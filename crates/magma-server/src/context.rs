@@ -1,7 +1,7 @@
 //! What an agent can know about the request it is answering.
 
 use std::future::Future;
-use std::net::SocketAddr;
+use std::net::IpAddr;
 use std::sync::Arc;
 
 tokio::task_local! {
@@ -45,7 +45,7 @@ pub struct RequestContext(Arc<Inner>);
 struct Inner {
     request_id: String,
     header_id: Option<String>,
-    client: Option<SocketAddr>,
+    client: Option<IpAddr>,
     span: tracing::Span,
 }
 
@@ -53,7 +53,7 @@ impl RequestContext {
     pub(crate) fn new(
         request_id: String,
         header_id: Option<String>,
-        client: Option<SocketAddr>,
+        client: Option<IpAddr>,
         span: tracing::Span,
     ) -> RequestContext {
         RequestContext(Arc::new(Inner {
@@ -83,9 +83,11 @@ impl RequestContext {
         self.0.header_id.as_deref()
     }
 
-    /// The client's address: the connection's peer. `None` when the server
-    /// was not told.
-    pub fn client_addr(&self) -> Option<SocketAddr> {
+    /// The client's IP address: the connection's peer, or the address a
+    /// trusted proxy forwarded ([`Config::trusted_proxies`](crate::Config::trusted_proxies)).
+    /// `None` when the server was not told (a [`MagmaService`](crate::MagmaService)
+    /// whose requests carry no `SocketAddr` extension).
+    pub fn client_ip(&self) -> Option<IpAddr> {
         self.0.client
     }
 

@@ -4,7 +4,7 @@
 use std::convert::Infallible;
 use std::error::Error as StdError;
 use std::hash::{BuildHasher, RandomState};
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::Poll;
@@ -22,6 +22,7 @@ use tracing::Instrument;
 use crate::agent::{Agent, Readiness};
 use crate::config::Config;
 use crate::context::RequestContext;
+use crate::forwarded::{TrustedProxy, client_ip};
 use crate::unwind::{CatchUnwind, panic_message};
 
 /// The error type of request bodies the handler accepts.
@@ -36,6 +37,7 @@ pub(crate) struct Shared<A> {
     pub(crate) max_candidates: u64,
     pub(crate) inference_timeout: Option<Duration>,
     pub(crate) inferences: Semaphore,
+    trusted_proxies: Vec<TrustedProxy>,
     /// The OpenAPI document served on `GET {prefix}/openapi.json`.
     openapi: Bytes,
     #[cfg(feature = "metrics")]
@@ -86,6 +88,7 @@ impl<A> Shared<A> {
             max_candidates: config.max_candidates,
             inference_timeout: config.inference_timeout,
             inferences: Semaphore::new(config.max_concurrent_inferences),
+            trusted_proxies: config.trusted_proxies.clone(),
         }
     }
 }
@@ -197,6 +200,10 @@ where
     B::Error: Into<BoxError>,
 {
     let header_id = header_request_id(req.headers());
+    let client = peer.map(|p| match shared.trusted_proxies.is_empty() {
+        true => p.ip(),
+        false => client_ip(p.ip(), req.headers(), &shared.trusted_proxies),
+    });
     let method = req.method().clone();
     let path = req.uri().path().to_owned();
     let span = tracing::info_span!(
@@ -215,7 +222,7 @@ where
         ids: Ids {
             body: OnceLock::new(),
             header: header_id,
-            client: peer,
+            client,
             span,
         },
         answered: false,
@@ -250,7 +257,7 @@ struct Ids {
     /// An accepted incoming `X-Request-Id`.
     header: Option<String>,
     /// The client's address, as far as the server knows it.
-    client: Option<SocketAddr>,
+    client: Option<IpAddr>,
     span: tracing::Span,
 }
 
@@ -287,6 +294,14 @@ struct Access {
 }
 
 impl Access {
+    /// The client's address when a trusted proxy forwarded one other than
+    /// its own.
+    fn forwarded_client(&self) -> Option<IpAddr> {
+        self.ids
+            .client
+            .filter(|c| self.peer.is_some_and(|p| p.ip() != *c))
+    }
+
     fn finish(&mut self, reply: Reply) -> Response<Full<Bytes>> {
         self.answered = true;
         let Reply {
@@ -317,6 +332,7 @@ impl Access {
             latency_ms = %format_args!("{:.3}", self.start.elapsed().as_secs_f64() * 1000.0),
             candidates,
             peer = self.peer.map(tracing::field::display),
+            client = self.forwarded_client().map(tracing::field::display),
             "request"
         );
         response
@@ -336,6 +352,7 @@ impl Drop for Access {
                 version = ?self.version,
                 latency_ms = %format_args!("{:.3}", self.start.elapsed().as_secs_f64() * 1000.0),
                 peer = self.peer.map(tracing::field::display),
+                client = self.forwarded_client().map(tracing::field::display),
                 "request abandoned: the client closed the connection before the answer"
             );
         }

@@ -14,6 +14,7 @@ mod config;
 mod context;
 pub mod demo;
 mod error;
+mod forwarded;
 mod handler;
 mod server;
 mod service;
@@ -32,6 +33,7 @@ pub use agent::{Agent, Readiness, ReadyFlag, Rejection};
 pub use config::Config;
 pub use context::RequestContext;
 pub use error::Error;
+pub use forwarded::{TrustedProxy, TrustedProxyError};
 pub use server::Server;
 pub use service::MagmaService;
 #[cfg(feature = "metrics")]

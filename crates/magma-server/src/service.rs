@@ -50,7 +50,7 @@ use crate::handler::{BoxError, Shared, handle};
 /// the service gets the full path (`Router::fallback_service`, a bare
 /// tower stack).
 ///
-/// The access log and [`RequestContext::client_addr`](crate::RequestContext::client_addr)
+/// The access log and [`RequestContext::client_ip`](crate::RequestContext::client_ip)
 /// show the client's address when the request carries a
 /// [`std::net::SocketAddr`] extension (add one in a middleware; axum's own
 /// `ConnectInfo` is a different type).

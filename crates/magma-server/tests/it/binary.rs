@@ -159,6 +159,7 @@ fn help_documents_every_flag() {
         "--tls-handshake-timeout-secs",
         "--log-format",
         "--metrics",
+        "--trusted-proxy",
         "--help",
         "--version",
     ];
@@ -194,12 +195,12 @@ fn help_documents_every_flag() {
         .iter()
         .filter(|f| !matches!(**f, "--help" | "--version"))
     {
-        let env = format!(
-            "[env: MAGMA_SERVER_{}=]",
-            flag.trim_start_matches('-')
-                .replace('-', "_")
-                .to_uppercase()
-        );
+        let name = match *flag {
+            // A list: one variable, comma-separated.
+            "--trusted-proxy" => "TRUSTED_PROXIES".to_owned(),
+            f => f.trim_start_matches('-').replace('-', "_").to_uppercase(),
+        };
+        let env = format!("[env: MAGMA_SERVER_{name}=]");
         assert!(help.contains(&env), "{env} missing from --help");
     }
 }
@@ -273,6 +274,10 @@ fn bad_flag_values_exit_2_naming_the_flag_and_what_was_expected() {
             &["--tls-client-ca needs --tls-cert"],
         ),
         (&["--no-such-flag"], &["--no-such-flag"]),
+        (
+            &["--trusted-proxy", "10.0.0.0/40"],
+            &["--trusted-proxy", "expected e.g. 10.0.0.5"],
+        ),
     ];
     for (args, says) in cases {
         assert_exit(args, &[], 2, says);
@@ -522,6 +527,31 @@ async fn json_logs_are_one_object_per_line_with_the_request_ids() {
             "{line}"
         );
     }
+}
+
+#[tokio::test]
+async fn the_access_log_shows_the_client_a_trusted_proxy_forwarded() {
+    let mut bin = Binary::start_with_env(
+        &[],
+        &[("MAGMA_SERVER_TRUSTED_PROXIES", "10.0.0.0/8,127.0.0.1")],
+        None,
+    )
+    .await;
+    let reply = send(
+        bin.addr,
+        Method::GET,
+        "/health",
+        &[
+            ("x-forwarded-for", "203.0.113.9, 10.1.1.1"),
+            ("x-request-id", "via-proxy"),
+        ],
+        Bytes::new(),
+    )
+    .await;
+    assert_eq!(reply.status, 200);
+    let line = bin.wait_for_log("via-proxy").await;
+    assert!(line.contains("client=203.0.113.9"), "{line}");
+    assert!(line.contains("peer=127.0.0.1:"), "{line}");
 }
 
 #[tokio::test]

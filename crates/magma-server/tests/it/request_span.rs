@@ -129,7 +129,7 @@ fn context_text() -> String {
             "id={} header={} client={}",
             c.request_id(),
             c.x_request_id().unwrap_or("-"),
-            c.client_addr().map_or("-".into(), |a| a.ip().to_string())
+            c.client_ip().map_or("-".into(), |a| a.to_string())
         ),
         None => "no context".into(),
     }
@@ -280,5 +280,53 @@ async fn an_unusable_x_request_id_is_ignored_and_health_echoes_a_good_one() {
         RequestContext::current().is_none(),
         "no context outside an inference"
     );
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_trusted_proxys_forwarded_client_reaches_the_context() {
+    let mut config = magma_server::Config::default();
+    config.trusted_proxies = vec!["127.0.0.1".parse().unwrap(), "10.0.0.0/8".parse().unwrap()];
+    let server = TestServer::with_config(Chatty, config).await;
+    let cases = [
+        ("x-forwarded-for", "203.0.113.9, 10.0.0.1", "203.0.113.9"),
+        ("x-forwarded-for", "1.1.1.1, 198.51.100.2", "198.51.100.2"),
+        (
+            "forwarded",
+            r#"for="[2001:db8::7]:4711";proto=https"#,
+            "2001:db8::7",
+        ),
+    ];
+    for (header, value, client) in cases {
+        let reply = send(
+            server.addr,
+            Method::POST,
+            "/v1/responses",
+            &[("content-type", "application/json"), (header, value)],
+            Bytes::from(user_request("fwd", "x", 1)),
+        )
+        .await;
+        assert_eq!(
+            said(&reply),
+            format!("id=fwd header=- client={client}"),
+            "{value}"
+        );
+    }
+    server.stop().await;
+
+    // Without trust, the headers are ignored.
+    let server = TestServer::start(Chatty).await;
+    let reply = send(
+        server.addr,
+        Method::POST,
+        "/v1/responses",
+        &[
+            ("content-type", "application/json"),
+            ("x-forwarded-for", "203.0.113.9"),
+        ],
+        Bytes::from(user_request("direct", "x", 1)),
+    )
+    .await;
+    assert_eq!(said(&reply), "id=direct header=- client=127.0.0.1");
     server.stop().await;
 }
