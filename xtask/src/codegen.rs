@@ -927,7 +927,7 @@ mod tests {
     fn generated_files_carry_the_header_and_end_with_a_newline() {
         for (rel, text) in generate().expect("generate") {
             assert!(text.ends_with("}\n"), "{rel}");
-            let key = if rel == OPENAPI {
+            let key = if rel == OPENAPI || rel == SERVED_OPENAPI {
                 "x-comment"
             } else {
                 "$comment"
