@@ -11,7 +11,7 @@ use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http::header::{ALLOW, CONNECTION, CONTENT_TYPE, HeaderValue};
+use http::header::{ALLOW, CONNECTION, CONTENT_TYPE, HeaderName, HeaderValue};
 use http::{HeaderMap, Method, Request, Response, StatusCode, Version};
 use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
 use hyper::body::Body;
@@ -170,7 +170,7 @@ impl Reply {
 }
 
 const JSON: HeaderValue = HeaderValue::from_static("application/json");
-const REQUEST_ID: &str = "x-request-id";
+const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 /// Longest request id written to logs and headers; longer ones are cut.
 const MAX_LOGGED_ID: usize = 128;
 
@@ -272,7 +272,7 @@ impl Ids {
 /// visible ASCII characters (what proxies generate: UUIDs, hex strings).
 /// Anything else is ignored, as if absent.
 fn header_request_id(headers: &HeaderMap) -> Option<String> {
-    let value = headers.get(REQUEST_ID)?.as_bytes();
+    let value = headers.get(&REQUEST_ID)?.as_bytes();
     let ok = !value.is_empty()
         && value.len() <= MAX_LOGGED_ID
         && value.iter().all(|b| (0x21..=0x7e).contains(b));
@@ -588,13 +588,15 @@ where
             ..Reply::new(json_response(StatusCode::OK, "[]".into()))
         };
     }
+    // The context owns the id from here on; the logs below borrow it.
+    let context = RequestContext::new(id, ids.header.clone(), ids.client, ids.span.clone());
+    let id = context.request_id();
     tracing::debug!(
         request_id = ?id,
         inputs = request.inputs().len(),
         candidates = wanted as u64,
         "inference started"
     );
-    let context = RequestContext::new(id.clone(), ids.header.clone(), ids.client, ids.span.clone());
     let inference = async {
         #[cfg(feature = "metrics")]
         let waiting = shared.metrics.as_ref().map(crate::Metrics::waiting);
@@ -605,7 +607,7 @@ where
             drop(waiting);
             shared.metrics.as_ref().map(crate::Metrics::running)
         };
-        CatchUnwind::new(context.scope(shared.agent.respond_batch(&request))).await
+        CatchUnwind::new(context.clone().scope(shared.agent.respond_batch(&request))).await
     };
     let outcome = match shared.inference_timeout {
         None => inference.await,
