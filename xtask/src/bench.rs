@@ -13,7 +13,8 @@
 //! command that produces a figure is printed as it runs.
 //!
 //! Sections (`--only a,b`): `parse` (criterion), `http` (wrk), `batch` (hyperfine),
-//! `memory`, `client`.
+//! `memory`, `client`, `compose` (wrk: the `metrics` feature and the agent nested in
+//! axum, against the standalone server).
 
 use std::fmt::Write as _;
 use std::io::{Read, Write};
@@ -30,7 +31,7 @@ use crate::python;
 #[path = "../../crates/magma-protocol/benches/bench_like.rs"]
 mod bench_like;
 
-const SECTIONS: &[&str] = &["parse", "http", "batch", "memory", "client"];
+const SECTIONS: &[&str] = &["parse", "http", "batch", "memory", "client", "compose"];
 
 /// Options of `cargo xtask bench`.
 #[derive(Debug, Clone)]
@@ -143,6 +144,9 @@ pub(crate) fn run(opts: &Options) -> Result<()> {
     }
     if opts.wants("client") {
         b.client()?;
+    }
+    if opts.wants("compose") {
+        b.compose()?;
     }
     let report = b.report(&machine, started.elapsed());
     let path = b.dir.join("report.md");
@@ -572,6 +576,31 @@ impl Bench {
         secs: u64,
         close: bool,
     ) -> Result<Wrk> {
+        self.wrk_at(
+            port,
+            "/v1/responses",
+            https,
+            script,
+            body,
+            conns,
+            secs,
+            close,
+        )
+    }
+
+    /// [`wrk`](Bench::wrk) against `path` instead of `/v1/responses`.
+    #[allow(clippy::too_many_arguments)]
+    fn wrk_at(
+        &mut self,
+        port: u16,
+        path: &str,
+        https: bool,
+        script: &Path,
+        body: &Path,
+        conns: usize,
+        secs: u64,
+        close: bool,
+    ) -> Result<Wrk> {
         let scheme = if https { "https" } else { "http" };
         let mut cmd = Command::new("wrk");
         cmd.env("BENCH_BODY", body)
@@ -587,7 +616,7 @@ impl Bench {
         if close {
             cmd.args(["-H", "Connection: close"]);
         }
-        cmd.arg(format!("{scheme}://127.0.0.1:{port}/v1/responses"));
+        cmd.arg(format!("{scheme}://127.0.0.1:{port}{path}"));
         let out = self.capture(&mut cmd)?;
         let json = out
             .lines()
@@ -881,6 +910,156 @@ impl Bench {
         Ok(())
     }
 
+    // -------------------------------------------------------------- compose
+
+    /// What the optional layers cost, interleaved in one run on the 8-input
+    /// body over 64 keep-alive connections: the `metrics` feature with
+    /// `--metrics` against the same build without it, and the agent nested
+    /// in the `axum_app` example against the standalone server (both with
+    /// the system allocator, as the example sets none).
+    fn compose(&mut self) -> Result<()> {
+        let root = self.root.clone();
+        let mut build = crate::process::cargo();
+        build.current_dir(&root).args([
+            "build",
+            "--release",
+            "--quiet",
+            "-p",
+            "magma-server",
+            "--features",
+            "tls,mimalloc,metrics",
+            "--bin",
+            "magma-server",
+        ]);
+        self.exec(&mut build)?;
+        let exe = format!("magma-server{}", std::env::consts::EXE_SUFFIX);
+        let metrics_exe = self.dir.join(format!(
+            "magma-server-metrics{}",
+            std::env::consts::EXE_SUFFIX
+        ));
+        std::fs::copy(self.bin.join(&exe), &metrics_exe)
+            .context("keeping the metrics build of magma-server")?;
+        // Back to the build the other sections benchmark.
+        self.build()?;
+        let mut example = crate::process::cargo();
+        example.current_dir(&root).args([
+            "build",
+            "--release",
+            "--quiet",
+            "-p",
+            "magma-server",
+            "--example",
+            "axum_app",
+        ]);
+        self.exec(&mut example)?;
+
+        let script = self.dir.join("post.lua");
+        std::fs::write(&script, WRK_SCRIPT)?;
+        let body_path = self.dir.join("body8.json");
+        std::fs::write(&body_path, bench_like::http_body(8))?;
+
+        let plain = self.start_magma(None)?;
+        let metered = self.start_magma_args(&metrics_exe, &["--metrics"])?;
+        let system = self.system_alloc_server();
+        let standalone = self.start_magma_exe(&system, None)?;
+        let nested = self.start_axum_app()?;
+        let servers: [(&Proc, &str); 4] = [
+            (&plain, "/v1/responses"),
+            (&metered, "/v1/responses"),
+            (&standalone, "/v1/responses"),
+            (&nested, "/agent/v1/responses"),
+        ];
+        for (s, path) in servers {
+            let (code, _) = post_at(s.port, path, bench_like::http_body(8).as_bytes())?;
+            if code != 200 {
+                bail!("{} answered {code} on {path}", s.name);
+            }
+            self.wrk_at(s.port, path, false, &script, &body_path, 16, 1, false)?;
+        }
+        let mut rps: [Vec<f64>; 4] = Default::default();
+        let (mut metrics_ratio, mut nested_ratio) = (Vec::new(), Vec::new());
+        for _ in 0..self.opts.reps {
+            let mut one = [0.0; 4];
+            for (i, (s, path)) in servers.iter().enumerate() {
+                let w = self.wrk_at(
+                    s.port,
+                    path,
+                    false,
+                    &script,
+                    &body_path,
+                    64,
+                    self.opts.secs,
+                    false,
+                )?;
+                one[i] = w.rps;
+                rps[i].push(w.rps);
+            }
+            metrics_ratio.push(one[1] / one[0]);
+            nested_ratio.push(one[3] / one[2]);
+        }
+        let (code, text) = get_at(metered.port, "/metrics")?;
+        if code != 200 || !String::from_utf8_lossy(&text).contains("magma_requests_total") {
+            bail!("the metrics build did not serve /metrics ({code})");
+        }
+        drop((plain, metered, standalone, nested));
+        let [a, b, c, d] = rps.map(Spread::of);
+        let metrics = Spread::of(metrics_ratio);
+        self.row(
+            "8-input, 64 keep-alive conn.: feature `metrics` with `--metrics` vs the same server without it",
+            format!(
+                "with metrics {} req/s vs without {}: **{}**",
+                b.num(),
+                a.num(),
+                metrics.x()
+            ),
+            ">= 0.97x",
+            Some(metrics.median >= 0.97),
+        );
+        self.row(
+            "8-input, 64 keep-alive conn.: nested in axum (`axum_app` example, under `/agent`) vs the standalone server, system allocator both",
+            format!(
+                "axum {} req/s vs standalone {}: **{}**",
+                d.num(),
+                c.num(),
+                Spread::of(nested_ratio).x()
+            ),
+            "(reported)",
+            None,
+        );
+        Ok(())
+    }
+
+    fn start_magma_args(&mut self, exe: &Path, args: &[&str]) -> Result<Proc> {
+        let port = crate::process::free_port()?;
+        let mut cmd = Command::new(exe);
+        cmd.args([
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--max-connections",
+            "1100",
+        ])
+        .args(args)
+        .env("RUST_LOG", "warn");
+        self.note_command(&cmd, "RUST_LOG=warn ");
+        let p = Proc::spawn("magma-server", &mut cmd, port)?;
+        p.wait(Duration::from_secs(30))?;
+        Ok(p)
+    }
+
+    fn start_axum_app(&mut self) -> Result<Proc> {
+        let port = crate::process::free_port()?;
+        let exe = self
+            .bin
+            .join("examples")
+            .join(format!("axum_app{}", std::env::consts::EXE_SUFFIX));
+        let mut cmd = Command::new(exe);
+        cmd.arg(format!("127.0.0.1:{port}")).env("RUST_LOG", "warn");
+        self.note_command(&cmd, "RUST_LOG=warn ");
+        let p = Proc::spawn("axum_app", &mut cmd, port)?;
+        p.wait(Duration::from_secs(30))?;
+        Ok(p)
+    }
+
     // --------------------------------------------------------------- report
 
     fn report(&self, machine: &str, elapsed: Duration) -> String {
@@ -1090,11 +1269,24 @@ impl Drop for Proc {
 
 /// `POST /v1/responses` with `Connection: close`: the status and the body.
 fn post(port: u16, body: &[u8]) -> Result<(u16, Vec<u8>)> {
+    post_at(port, "/v1/responses", body)
+}
+
+fn post_at(port: u16, path: &str, body: &[u8]) -> Result<(u16, Vec<u8>)> {
+    exchange(port, "POST", path, body)
+}
+
+fn get_at(port: u16, path: &str) -> Result<(u16, Vec<u8>)> {
+    exchange(port, "GET", path, b"")
+}
+
+/// One request on a new connection; (status, body).
+fn exchange(port: u16, method: &str, path: &str, body: &[u8]) -> Result<(u16, Vec<u8>)> {
     let mut s = TcpStream::connect(("127.0.0.1", port))?;
     s.set_read_timeout(Some(Duration::from_secs(30)))?;
     write!(
         s,
-        "POST /v1/responses HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
          Content-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()
     )?;

@@ -30,6 +30,9 @@ const FIX_HINT: &str = "run `cargo xtask codegen` and commit the result";
 const SCHEMA_DIR: &str = "docs/schema";
 const SCHEMA_SUFFIX: &str = ".schema.json";
 const OPENAPI: &str = "docs/openapi.json";
+/// The copy `magma-server` serves on `GET /openapi.json` (inside the crate,
+/// so that its package is complete).
+const SERVED_OPENAPI: &str = "crates/magma-server/openapi.json";
 const COMPONENTS: &str = "#/components/schemas/";
 
 // The same venv as `cargo xtask conformance`.
@@ -118,7 +121,9 @@ fn generate() -> Result<Vec<(String, String)>> {
         let rel = format!("{SCHEMA_DIR}/{}{SCHEMA_SUFFIX}", s.name());
         files.push((rel, pretty(&Json::Object(doc))?));
     }
-    files.push((OPENAPI.to_owned(), pretty(&openapi())?));
+    let openapi = pretty(&openapi())?;
+    files.push((SERVED_OPENAPI.to_owned(), openapi.clone()));
+    files.push((OPENAPI.to_owned(), openapi));
     Ok(files)
 }
 
@@ -922,7 +927,7 @@ mod tests {
     fn generated_files_carry_the_header_and_end_with_a_newline() {
         for (rel, text) in generate().expect("generate") {
             assert!(text.ends_with("}\n"), "{rel}");
-            let key = if rel == OPENAPI {
+            let key = if rel == OPENAPI || rel == SERVED_OPENAPI {
                 "x-comment"
             } else {
                 "$comment"

@@ -348,7 +348,8 @@ impl Client {
     }
 
     /// `GET /health`: `Ok` only for a 2xx answer with a valid
-    /// `AgentHealth` body. A 503 is [`ErrorKind::NotReady`].
+    /// `AgentHealth` body. A 503 is [`ErrorKind::NotReady`], a 504
+    /// [`ErrorKind::InferenceTimeout`].
     pub fn health(&self) -> Result<AgentHealth, Error> {
         self.health_within(self.inner.timeout)
     }
@@ -494,10 +495,10 @@ impl Client {
         let (status, headers, body) = response.into_parts();
         if !status.is_success() {
             let s = HttpStatus::new(status, headers, body);
-            let kind = if status == StatusCode::SERVICE_UNAVAILABLE {
-                ErrorKind::NotReady(s)
-            } else {
-                ErrorKind::Status(s)
+            let kind = match status {
+                StatusCode::SERVICE_UNAVAILABLE => ErrorKind::NotReady(s),
+                StatusCode::GATEWAY_TIMEOUT => ErrorKind::InferenceTimeout(s),
+                _ => ErrorKind::Status(s),
             };
             return Err(Error::new(kind).at(&method, &url));
         }

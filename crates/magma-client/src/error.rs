@@ -39,6 +39,13 @@ pub enum ErrorKind {
     /// (models still loading). Waiting helps; see
     /// [`Client::wait_ready`](crate::Client::wait_ready).
     NotReady(HttpStatus),
+    /// The agent (or a gateway in front of it) answered
+    /// `504 Gateway Timeout`: it gave up on the call after its own time
+    /// limit, e.g. `magma-server --inference-timeout-secs`. The work may
+    /// have been done in part; re-sending a `POST` repeats all of it and
+    /// usually times out again, so it is not retried
+    /// ([`Error::is_transient`] is `false` for a `POST`).
+    InferenceTimeout(HttpStatus),
     /// The agent answered with another non-2xx status. For a `422` the
     /// decoded `detail` says what the agent refused.
     Status(HttpStatus),
@@ -89,6 +96,7 @@ impl fmt::Display for ErrorKind {
             }
             ErrorKind::Tls(why) => write!(f, "TLS failure: {why}"),
             ErrorKind::NotReady(s) => write!(f, "agent not ready: {s}"),
+            ErrorKind::InferenceTimeout(s) => write!(f, "timeout: the agent gave up: {s}"),
             ErrorKind::Status(s) => write!(f, "{s}"),
             ErrorKind::InvalidBody(e) => write!(f, "invalid response body: {e}"),
             ErrorKind::CandidateMismatch(m) => write!(f, "{m}"),
@@ -296,11 +304,13 @@ impl Error {
         self.inner.method.as_ref()
     }
 
-    /// The non-2xx answer, for [`ErrorKind::NotReady`] and
-    /// [`ErrorKind::Status`].
+    /// The non-2xx answer, for [`ErrorKind::NotReady`],
+    /// [`ErrorKind::InferenceTimeout`] and [`ErrorKind::Status`].
     pub fn http_status(&self) -> Option<&HttpStatus> {
         match &self.inner.kind {
-            ErrorKind::NotReady(s) | ErrorKind::Status(s) => Some(s),
+            ErrorKind::NotReady(s) | ErrorKind::InferenceTimeout(s) | ErrorKind::Status(s) => {
+                Some(s)
+            }
             _ => None,
         }
     }
@@ -310,11 +320,12 @@ impl Error {
         matches!(self.inner.kind, ErrorKind::NotReady(_))
     }
 
-    /// `true` for both timeouts (connect and whole call).
+    /// `true` for every timeout: connecting, the whole call, and the
+    /// agent's own `504` ([`ErrorKind::InferenceTimeout`]).
     pub fn is_timeout(&self) -> bool {
         matches!(
             self.inner.kind,
-            ErrorKind::Timeout(_) | ErrorKind::ConnectTimeout(_)
+            ErrorKind::Timeout(_) | ErrorKind::ConnectTimeout(_) | ErrorKind::InferenceTimeout(_)
         )
     }
 
@@ -328,23 +339,24 @@ impl Error {
     }
 
     /// `true` if waiting may help: the agent is starting (refused, not ready,
-    /// a gateway in front of it answering 502/504) or did not answer in
-    /// time. [`Client::wait_ready`](crate::Client::wait_ready) keeps polling
-    /// on exactly these.
+    /// a gateway in front of it answering 502, or 504 to a `GET`) or did not
+    /// answer in time. [`Client::wait_ready`](crate::Client::wait_ready)
+    /// keeps polling on exactly these.
+    ///
+    /// A `504` to a `POST` is not transient: the agent ran the inference up
+    /// to its limit, and the same request would run as long again. Whether
+    /// any failed `POST` may be re-sent is the caller's decision; see
+    /// `docs/client.md`.
     pub fn is_transient(&self) -> bool {
         match &self.inner.kind {
+            ErrorKind::InferenceTimeout(_) => self.inner.method.as_ref() == Some(&Method::GET),
             ErrorKind::ConnectionRefused
             | ErrorKind::Connect
             | ErrorKind::ConnectTimeout(_)
             | ErrorKind::Timeout(_)
             | ErrorKind::Transport
             | ErrorKind::NotReady(_) => true,
-            ErrorKind::Status(s) => {
-                matches!(
-                    s.status(),
-                    StatusCode::BAD_GATEWAY | StatusCode::GATEWAY_TIMEOUT
-                )
-            }
+            ErrorKind::Status(s) => s.status() == StatusCode::BAD_GATEWAY,
             _ => false,
         }
     }

@@ -28,64 +28,71 @@ use crate::{Agent, Config, Server};
 
 /// Text for the end of `--help`: logging, `RUST_LOG`, exit status.
 pub const AFTER_HELP: &str = "\
-Logging: one line per request on standard error (method, path, status, latency, request id);
-set RUST_LOG to change what is logged, e.g. RUST_LOG=magma_server=debug (default: info).
+Every option can also be set by the environment variable shown with it (MAGMA_SERVER_*);
+a flag on the command line wins over its variable.
+
+Logging: one line per request on standard error (method, path, status, latency, request id),
+as text or, with --log-format json, as JSON objects; set RUST_LOG to change what is logged,
+e.g. RUST_LOG=magma_server=debug (default: info).
 Request and response bodies, and so agent memory, are never logged at the default level.
 
-Exit status: 0 after a shutdown on SIGINT or SIGTERM, 1 if the server could not start,
-2 for invalid flags.";
+Exit status: 0 after a shutdown on SIGINT or SIGTERM; 1 if the server could not start
+(address in use or not local, unreadable or mismatched TLS files); 2 for invalid flags or
+environment variables (a malformed value or address, flags that do not go together).";
 
 /// The server's flags, shared by `magma-server` and by agent programs.
 #[derive(Debug, Clone, Args)]
 #[non_exhaustive]
 pub struct ServerArgs {
     /// Address to listen on, HOST:PORT (port 0 picks a free port, logged at start)
-    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
+    #[arg(env = "MAGMA_SERVER_LISTEN", long, value_name = "ADDR", default_value = "127.0.0.1:8080",
+          value_parser = listen_addr)]
     pub listen: String,
 
     /// Largest accepted request body, in bytes; larger bodies get 413
-    #[arg(long, value_name = "N", default_value_t = Config::DEFAULT_MAX_BODY_BYTES)]
+    #[arg(env = "MAGMA_SERVER_MAX_BODY_BYTES", long, value_name = "N", default_value_t = Config::DEFAULT_MAX_BODY_BYTES)]
     pub max_body_bytes: u64,
 
     /// Seconds a connection has to send a complete request head (also the idle keep-alive timeout)
-    #[arg(long, value_name = "SECS", default_value_t = Config::DEFAULT_HEADER_TIMEOUT.as_secs(),
+    #[arg(env = "MAGMA_SERVER_HEADER_TIMEOUT_SECS", long, value_name = "SECS", default_value_t = Config::DEFAULT_HEADER_TIMEOUT.as_secs(),
           value_parser = clap::value_parser!(u64).range(1..))]
     pub header_timeout_secs: u64,
 
     /// Seconds allowed to receive a request body; 408 when exceeded
-    #[arg(long, value_name = "SECS", default_value_t = Config::DEFAULT_BODY_TIMEOUT.as_secs(),
+    #[arg(env = "MAGMA_SERVER_BODY_TIMEOUT_SECS", long, value_name = "SECS", default_value_t = Config::DEFAULT_BODY_TIMEOUT.as_secs(),
           value_parser = clap::value_parser!(u64).range(1..))]
     pub body_timeout_secs: u64,
 
     /// Open connections at most; further clients wait in the operating system's queue
-    #[arg(long, value_name = "N", default_value_t = Config::DEFAULT_MAX_CONNECTIONS,
+    #[arg(env = "MAGMA_SERVER_MAX_CONNECTIONS", long, value_name = "N", default_value_t = Config::DEFAULT_MAX_CONNECTIONS,
           value_parser = positive_usize)]
     pub max_connections: usize,
 
     /// Inferences running at once at most; further requests wait (health and info never do)
-    #[arg(long, value_name = "N", default_value_t = Config::DEFAULT_MAX_CONCURRENT_INFERENCES,
+    #[arg(env = "MAGMA_SERVER_MAX_CONCURRENT_INFERENCES", long, value_name = "N", default_value_t = Config::DEFAULT_MAX_CONCURRENT_INFERENCES,
           value_parser = positive_usize)]
     pub max_concurrent_inferences: usize,
 
     /// Candidates one request may ask for (sum of num_outputs); more gets 422
-    #[arg(long, value_name = "N", default_value_t = Config::DEFAULT_MAX_CANDIDATES,
+    #[arg(env = "MAGMA_SERVER_MAX_CANDIDATES", long, value_name = "N", default_value_t = Config::DEFAULT_MAX_CANDIDATES,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub max_candidates: u64,
 
-    /// Seconds allowed per inference, including the wait for a slot; 503 when exceeded [default: no limit]
-    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    /// Seconds allowed per inference, including the wait for a slot; 504 when exceeded [default: no limit]
+    #[arg(env = "MAGMA_SERVER_INFERENCE_TIMEOUT_SECS", long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
     pub inference_timeout_secs: Option<u64>,
 
     /// Seconds in-flight requests get to finish after SIGINT/SIGTERM before connections are cut
-    #[arg(long, value_name = "SECS", default_value_t = Config::DEFAULT_SHUTDOWN_GRACE.as_secs())]
+    #[arg(env = "MAGMA_SERVER_SHUTDOWN_GRACE_SECS", long, value_name = "SECS", default_value_t = Config::DEFAULT_SHUTDOWN_GRACE.as_secs())]
     pub shutdown_grace_secs: u64,
 
     /// Serve the endpoints under this path prefix, e.g. /agent (for proxies that keep the prefix)
-    #[arg(long, value_name = "PREFIX")]
+    #[arg(env = "MAGMA_SERVER_PATH_PREFIX", long, value_name = "PREFIX", value_parser = path_prefix)]
     pub path_prefix: Option<String>,
 
     /// HTTPS: certificate chain, PEM, leaf first (requires the `tls` feature)
     #[arg(
+        env = "MAGMA_SERVER_TLS_CERT",
         long,
         value_name = "PEM",
         requires = "tls_key",
@@ -94,22 +101,100 @@ pub struct ServerArgs {
     pub tls_cert: Option<PathBuf>,
 
     /// HTTPS: private key of --tls-cert, PEM (requires the `tls` feature)
-    #[arg(long, value_name = "PEM", requires = "tls_cert")]
+    #[arg(
+        env = "MAGMA_SERVER_TLS_KEY",
+        long,
+        value_name = "PEM",
+        requires = "tls_cert"
+    )]
     pub tls_key: Option<PathBuf>,
 
     /// HTTPS: require client certificates signed by a CA in this PEM file (mutual TLS)
-    #[arg(long, value_name = "PEM")]
+    #[arg(env = "MAGMA_SERVER_TLS_CLIENT_CA", long, value_name = "PEM")]
     pub tls_client_ca: Option<PathBuf>,
 
     /// HTTPS for development: use (or first generate) DIR/ca.pem, DIR/cert.pem and DIR/key.pem
     /// for localhost, 127.0.0.1, ::1 and the listen address; give DIR/ca.pem to clients
-    #[arg(long, value_name = "DIR")]
+    #[arg(env = "MAGMA_SERVER_TLS_SELF_SIGNED", long, value_name = "DIR")]
     pub tls_self_signed: Option<PathBuf>,
 
     /// Seconds a TLS client has to complete its handshake
-    #[arg(long, value_name = "SECS", default_value_t = Config::DEFAULT_TLS_HANDSHAKE_TIMEOUT.as_secs(),
+    #[arg(env = "MAGMA_SERVER_TLS_HANDSHAKE_TIMEOUT_SECS", long, value_name = "SECS", default_value_t = Config::DEFAULT_TLS_HANDSHAKE_TIMEOUT.as_secs(),
           value_parser = clap::value_parser!(u64).range(1..))]
     pub tls_handshake_timeout_secs: u64,
+
+    /// Trust X-Forwarded-For and Forwarded from this proxy address or network (10.0.0.5,
+    /// 10.0.0.0/8, fd00::/8) for the client address in the access log; repeatable, or
+    /// comma-separated
+    #[arg(env = "MAGMA_SERVER_TRUSTED_PROXIES", long = "trusted-proxy", value_name = "ADDR[/BITS]",
+          value_delimiter = ',', value_parser = trusted_proxy)]
+    pub trusted_proxies: Vec<crate::TrustedProxy>,
+
+    /// Serve Prometheus metrics on GET /metrics (under --path-prefix): requests, latency,
+    /// inferences, candidates; also what the agent records with the `metrics` macros
+    /// (requires the `metrics` feature)
+    #[arg(env = "MAGMA_SERVER_METRICS", long)]
+    pub metrics: bool,
+
+    /// Log format on standard error: `text` (one line per event) or `json` (one JSON object per
+    /// event, with the span's fields, for log collectors)
+    #[arg(env = "MAGMA_SERVER_LOG_FORMAT", long, value_name = "FORMAT", value_enum,
+          default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+/// How [`run`] writes its logs (`--log-format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[non_exhaustive]
+pub enum LogFormat {
+    /// Human-readable lines (colored on a terminal).
+    Text,
+    /// One JSON object per line: `timestamp`, `level`, `target`, `fields`
+    /// and the current `span` with its fields (`request_id`...).
+    Json,
+}
+
+/// `HOST:PORT`, `[IPv6]:PORT` or `IPv4:PORT`, port 0 to 65535; names are
+/// resolved when binding.
+fn listen_addr(s: &str) -> Result<String, String> {
+    const EXPECTED: &str = "expected HOST:PORT, e.g. 127.0.0.1:8080, 0.0.0.0:8080, [::1]:8080 \
+                            or localhost:8080";
+    let Some((host, port)) = s.rsplit_once(':') else {
+        return Err(format!("no port; {EXPECTED}"));
+    };
+    if port.parse::<u16>().is_err() {
+        return Err(format!("{port:?} is not a port (0 to 65535); {EXPECTED}"));
+    }
+    let host_ok = if let Some(inner) = host.strip_prefix('[') {
+        inner
+            .strip_suffix(']')
+            .is_some_and(|ip| ip.parse::<std::net::Ipv6Addr>().is_ok())
+    } else {
+        !host.is_empty()
+            && !host.contains(':')
+            && host
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-' || c == '_')
+    };
+    if !host_ok {
+        return Err(format!(
+            "{host:?} is not a host name or address; {EXPECTED}"
+        ));
+    }
+    Ok(s.to_owned())
+}
+
+fn trusted_proxy(s: &str) -> Result<crate::TrustedProxy, String> {
+    s.parse()
+        .map_err(|e: crate::TrustedProxyError| e.to_string())
+}
+
+/// A plain URL path: no query, fragment or whitespace.
+fn path_prefix(s: &str) -> Result<String, String> {
+    if s.contains(['?', '#']) || s.chars().any(char::is_whitespace) {
+        return Err("expected a plain URL path such as /agent (no '?', '#' or spaces)".into());
+    }
+    Ok(s.to_owned())
 }
 
 fn positive_usize(s: &str) -> Result<usize, String> {
@@ -120,23 +205,75 @@ fn positive_usize(s: &str) -> Result<usize, String> {
     }
 }
 
-/// A flag combination the server cannot honour.
+/// Why the server could not start from its flags. The message names the
+/// flag (or its environment variable's flag) at fault and what was expected.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum CliError {
     /// A TLS flag was given to a build without the `tls` feature.
     #[error(
-        "this build of the server has no TLS support; rebuild with `--features tls` \
-         or terminate TLS in a reverse proxy"
+        "--tls-cert, --tls-key, --tls-client-ca and --tls-self-signed need a build with TLS \
+         support; rebuild with `--features tls` or terminate TLS in a reverse proxy"
     )]
     TlsUnavailable,
+    /// `--metrics` in a build without the `metrics` feature.
+    #[error(
+        "--metrics needs a build with the `metrics` feature; rebuild with `--features metrics`"
+    )]
+    MetricsUnavailable,
     /// `--tls-client-ca` without a certificate to serve.
     #[error("--tls-client-ca needs --tls-cert/--tls-key or --tls-self-signed")]
     ClientCaWithoutTls,
     /// Loading or generating the TLS material failed.
     #[cfg(feature = "tls")]
-    #[error(transparent)]
-    Tls(#[from] crate::TlsError),
+    #[error("{message}")]
+    Tls {
+        /// The flag and file at fault, and what was expected.
+        message: String,
+        /// What the TLS layer said.
+        #[source]
+        source: crate::TlsError,
+    },
+    /// The server could not listen on `--listen`.
+    #[error(
+        "--listen {addr}: {}; expected a local address that is free (is another server running on it?)",
+        chain(source)
+    )]
+    Listen {
+        /// The value of `--listen`.
+        addr: String,
+        /// Why.
+        #[source]
+        source: crate::Error,
+    },
+}
+
+impl CliError {
+    /// The process exit status for this error: `2` for flags that cannot
+    /// work together (a usage error, as for values `clap` refuses), `1`
+    /// for a start-up failure (files, the address).
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            CliError::TlsUnavailable
+            | CliError::ClientCaWithoutTls
+            | CliError::MetricsUnavailable => 2,
+            #[cfg(feature = "tls")]
+            CliError::Tls { .. } => 1,
+            CliError::Listen { .. } => 1,
+        }
+    }
+}
+
+/// `e` and its sources, joined by `: `.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        s.push_str(": ");
+        s.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    s
 }
 
 impl ServerArgs {
@@ -154,8 +291,24 @@ impl ServerArgs {
             shutdown_grace: secs(self.shutdown_grace_secs),
             path_prefix: self.path_prefix.clone(),
             tls_handshake_timeout: secs(self.tls_handshake_timeout_secs),
+            trusted_proxies: self.trusted_proxies.clone(),
             ..Config::default()
         };
+        if self.metrics {
+            #[cfg(feature = "metrics")]
+            {
+                let metrics = crate::Metrics::new();
+                if metrics.install_global().is_err() {
+                    tracing::warn!(
+                        "a metrics recorder is already installed; /metrics shows the server's \
+                         own metrics only"
+                    );
+                }
+                config.metrics = Some(metrics);
+            }
+            #[cfg(not(feature = "metrics"))]
+            return Err(CliError::MetricsUnavailable);
+        }
         let wants_tls = self.tls_cert.is_some() || self.tls_self_signed.is_some();
         if self.tls_client_ca.is_some() && !wants_tls {
             return Err(CliError::ClientCaWithoutTls);
@@ -175,9 +328,11 @@ impl ServerArgs {
     fn add_tls(&self, config: &mut Config) -> Result<(), CliError> {
         let client_ca = self.tls_client_ca.as_deref();
         let tls = match (&self.tls_cert, &self.tls_key, &self.tls_self_signed) {
-            (Some(cert), Some(key), _) => crate::TlsConfig::from_pem_files(cert, key, client_ca)?,
+            (Some(cert), Some(key), _) => crate::TlsConfig::from_pem_files(cert, key, client_ca)
+                .map_err(|e| self.tls_error(e))?,
             (_, _, Some(dir)) => {
-                let (tls, files) = crate::TlsConfig::self_signed(dir, &self.names(), client_ca)?;
+                let (tls, files) = crate::TlsConfig::self_signed(dir, &self.names(), client_ca)
+                    .map_err(|e| self.tls_error(e))?;
                 let what = if files.generated {
                     "generated"
                 } else {
@@ -195,6 +350,59 @@ impl ServerArgs {
         };
         config.tls = Some(tls);
         Ok(())
+    }
+
+    /// `e`, with the flag whose file is at fault and what it should hold.
+    #[cfg(feature = "tls")]
+    fn tls_error(&self, e: crate::TlsError) -> CliError {
+        use crate::TlsError;
+        let is = |flag: &Option<PathBuf>, path: &std::path::Path| flag.as_deref() == Some(path);
+        let flag_of = |path: &std::path::Path| -> (&'static str, &'static str) {
+            if is(&self.tls_client_ca, path) {
+                (
+                    "--tls-client-ca",
+                    "a PEM file of CA certificates (BEGIN CERTIFICATE)",
+                )
+            } else if is(&self.tls_key, path) {
+                ("--tls-key", "a PEM private key (PKCS#8, PKCS#1 or SEC1)")
+            } else if is(&self.tls_cert, path) {
+                (
+                    "--tls-cert",
+                    "a PEM certificate chain, leaf first (BEGIN CERTIFICATE)",
+                )
+            } else {
+                (
+                    "--tls-self-signed",
+                    "a writable directory for ca.pem, cert.pem and key.pem, or one holding them",
+                )
+            }
+        };
+        let message = match &e {
+            TlsError::Io { path, source } => {
+                let (flag, expected) = flag_of(path);
+                format!("{flag} {}: {source}; expected {expected}", path.display())
+            }
+            TlsError::Pem { path, what } => {
+                let (flag, expected) = flag_of(path);
+                format!("{flag} {}: {what}; expected {expected}", path.display())
+            }
+            TlsError::Config(why) => match (&self.tls_cert, &self.tls_key) {
+                (Some(cert), Some(key)) => format!(
+                    "--tls-cert {} and --tls-key {}: refused: {why}; expected the private key of \
+                     the certificate's leaf",
+                    cert.display(),
+                    key.display()
+                ),
+                _ => format!("--tls-self-signed: the files were refused: {why}"),
+            },
+            TlsError::Generate(why) => {
+                format!("--tls-self-signed: cannot generate the development certificate: {why}")
+            }
+            // A variant added later: its own message, without a flag.
+            #[allow(unreachable_patterns, reason = "TlsError is non_exhaustive")]
+            _ => e.to_string(),
+        };
+        CliError::Tls { message, source: e }
     }
 
     /// Names for the development certificate: the loopback names plus the
@@ -229,9 +437,12 @@ struct DefaultCli {
 }
 
 /// Runs `agent` as a complete program: parses the process's flags
-/// ([`ServerArgs`]), logs to standard error (`RUST_LOG`, default `info`),
-/// serves until SIGINT or SIGTERM, drains, and returns the exit code (0
-/// after a shutdown, 1 if the server could not start, 2 for bad flags).
+/// ([`ServerArgs`], each also read from its `MAGMA_SERVER_*` environment
+/// variable), logs to standard error (`RUST_LOG`, default `info`;
+/// `--log-format`), serves until SIGINT or SIGTERM, drains, and returns the
+/// exit status: 0 after a shutdown, 1 if the server could not start
+/// (address in use, unreadable or mismatched TLS files), 2 for invalid
+/// flags.
 pub fn run<A: Agent>(agent: A) -> ExitCode {
     run_with(agent, DefaultCli::parse().server)
 }
@@ -243,7 +454,7 @@ pub fn run<A: Agent>(agent: A) -> ExitCode {
     reason = "the command-line front end reports to the terminal"
 )]
 pub fn run_with<A: Agent>(agent: A, args: ServerArgs) -> ExitCode {
-    init_logging();
+    init_logging_as(args.log_format);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -255,18 +466,11 @@ pub fn run_with<A: Agent>(agent: A, args: ServerArgs) -> ExitCode {
         }
     };
     runtime.block_on(async move {
-        let config = match args.config() {
-            Ok(config) => config,
-            Err(e) => {
-                eprintln!("error: {e}");
-                return ExitCode::from(2);
-            }
-        };
-        let server = match Server::bind(&args.listen, config).await {
+        let server = match args.server().await {
             Ok(server) => server,
             Err(e) => {
-                eprintln!("error: {}", error_chain(&e));
-                return ExitCode::from(1);
+                eprintln!("error: {e}");
+                return ExitCode::from(e.exit_code());
             }
         };
         server.serve(agent, shutdown_signal()).await;
@@ -274,28 +478,41 @@ pub fn run_with<A: Agent>(agent: A, args: ServerArgs) -> ExitCode {
     })
 }
 
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut source = e.source();
-    while let Some(cause) = source {
-        s.push_str(": ");
-        s.push_str(&cause.to_string());
-        source = cause.source();
+impl ServerArgs {
+    /// The configured server, listening on `--listen`. Must be called
+    /// within a Tokio runtime.
+    pub async fn server(&self) -> Result<Server, CliError> {
+        let config = self.config()?;
+        Server::bind(&self.listen, config)
+            .await
+            .map_err(|source| CliError::Listen {
+                addr: self.listen.clone(),
+                source,
+            })
     }
-    s
 }
 
-/// Installs a `tracing` subscriber writing to standard error, filtered by
-/// `RUST_LOG` (default `info`). Does nothing if one is already installed.
+/// Installs a `tracing` subscriber writing text to standard error,
+/// filtered by `RUST_LOG` (default `info`). Does nothing if one is already
+/// installed.
 pub fn init_logging() {
+    init_logging_as(LogFormat::Text);
+}
+
+/// [`init_logging`] in the given format.
+pub fn init_logging_as(format: LogFormat) {
     use std::io::IsTerminal;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .try_init();
+        .with_writer(std::io::stderr);
+    let _ = match format {
+        LogFormat::Text => builder
+            .with_ansi(std::io::stderr().is_terminal())
+            .try_init(),
+        LogFormat::Json => builder.json().with_current_span(true).try_init(),
+    };
 }
 
 /// Completes on SIGINT (Ctrl-C) or, on Unix, SIGTERM.

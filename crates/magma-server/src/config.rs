@@ -45,7 +45,7 @@ pub struct Config {
     pub max_candidates: u64,
     /// Time allowed for an inference, including the wait for a slot
     /// (default: none). When it runs out the agent's work is dropped and the
-    /// client gets `503`.
+    /// client gets `504` with a JSON `detail`.
     pub inference_timeout: Option<Duration>,
     /// After a shutdown signal, time given to in-flight requests before the
     /// remaining connections are closed (default 30 s).
@@ -56,6 +56,17 @@ pub struct Config {
     pub path_prefix: Option<String>,
     /// Time a TLS client has to complete its handshake (default 10 s).
     pub tls_handshake_timeout: Duration,
+    /// Reverse proxies whose `Forwarded` / `X-Forwarded-For` headers name
+    /// the client (default: none, and those headers are ignored). For a
+    /// request from one of them, the access log's `client` field and
+    /// [`RequestContext::client_ip`](crate::RequestContext::client_ip) give
+    /// the nearest forwarded address that is not itself a trusted proxy.
+    pub trusted_proxies: Vec<crate::TrustedProxy>,
+    /// Record metrics into this registry and serve them on
+    /// `GET {path_prefix}/metrics` (default: none, and `/metrics` is `404`).
+    #[cfg(feature = "metrics")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
+    pub metrics: Option<crate::Metrics>,
     /// Serve HTTPS with this configuration (default: plain HTTP).
     #[cfg(feature = "tls")]
     #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
@@ -139,6 +150,9 @@ impl Default for Config {
             shutdown_grace: Config::DEFAULT_SHUTDOWN_GRACE,
             path_prefix: None,
             tls_handshake_timeout: Config::DEFAULT_TLS_HANDSHAKE_TIMEOUT,
+            trusted_proxies: Vec::new(),
+            #[cfg(feature = "metrics")]
+            metrics: None,
             #[cfg(feature = "tls")]
             tls: None,
         }

@@ -2,23 +2,31 @@
 //! its status, and nothing the agent does can produce a malformed `200`.
 
 use std::convert::Infallible;
+use std::error::Error as StdError;
 use std::hash::{BuildHasher, RandomState};
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http::header::{ALLOW, CONNECTION, CONTENT_TYPE, HeaderValue};
+use http::header::{ALLOW, CONNECTION, CONTENT_TYPE, HeaderName, HeaderValue};
 use http::{HeaderMap, Method, Request, Response, StatusCode, Version};
 use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
-use hyper::body::{Body, Incoming};
+use hyper::body::Body;
 use magma_protocol::{AgentHealth, AgentRequest, AgentResponse, json};
 use tokio::sync::Semaphore;
+use tracing::Instrument;
 
 use crate::agent::{Agent, Readiness};
+use crate::config::Config;
+use crate::context::RequestContext;
+use crate::forwarded::{TrustedProxy, client_ip};
 use crate::unwind::{CatchUnwind, panic_message};
+
+/// The error type of request bodies the handler accepts.
+pub(crate) type BoxError = Box<dyn StdError + Send + Sync>;
 
 /// What every request handler shares.
 pub(crate) struct Shared<A> {
@@ -29,11 +37,111 @@ pub(crate) struct Shared<A> {
     pub(crate) max_candidates: u64,
     pub(crate) inference_timeout: Option<Duration>,
     pub(crate) inferences: Semaphore,
+    trusted_proxies: Vec<TrustedProxy>,
+    /// The OpenAPI document served on `GET {prefix}/openapi.json`.
+    openapi: Bytes,
+    #[cfg(feature = "metrics")]
+    pub(crate) metrics: Option<crate::Metrics>,
+}
+
+/// The OpenAPI document of the contract, as `cargo xtask codegen` writes it.
+const OPENAPI: &str = include_str!("../openapi.json");
+
+/// [`OPENAPI`] with a `servers` entry for `prefix`, as FastAPI adds for its
+/// `root_path`: clients generated from it call `{prefix}/v1/responses`.
+fn openapi_document(prefix: Option<&str>) -> Bytes {
+    let Some(prefix) = prefix else {
+        return Bytes::from_static(OPENAPI.as_bytes());
+    };
+    let servers = json!([{ "url": prefix }]).to_json_string();
+    // The document is an object: the member goes first.
+    let body = OPENAPI.trim_start().strip_prefix('{').unwrap_or(OPENAPI);
+    Bytes::from(format!("{{\n  \"servers\": {servers},{body}"))
+}
+
+impl<A> Shared<A> {
+    /// Counts an inference that was not answered `200`.
+    fn failed(&self, failure: Failure) {
+        #[cfg(feature = "metrics")]
+        if let Some(m) = &self.metrics {
+            m.failure(failure);
+        }
+        #[cfg(not(feature = "metrics"))]
+        let _ = failure;
+    }
+
+    /// `config` must have been validated.
+    pub(crate) fn new(agent: A, config: &Config) -> Shared<A> {
+        let prefix = config.normalized_prefix();
+        #[cfg(feature = "metrics")]
+        if let Some(m) = &config.metrics {
+            m.start_upkeep();
+        }
+        Shared {
+            #[cfg(feature = "metrics")]
+            metrics: config.metrics.clone(),
+            agent,
+            openapi: openapi_document(prefix.as_deref()),
+            prefix,
+            max_body_bytes: config.max_body_bytes,
+            body_timeout: config.body_timeout,
+            max_candidates: config.max_candidates,
+            inference_timeout: config.inference_timeout,
+            inferences: Semaphore::new(config.max_concurrent_inferences),
+            trusted_proxies: config.trusted_proxies.clone(),
+        }
+    }
+}
+
+/// Which endpoint answered (the `route` label of the metrics).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(
+    not(feature = "metrics"),
+    allow(dead_code, reason = "read by the metrics")
+)]
+pub(crate) enum Route {
+    Health,
+    Info,
+    Responses,
+    OpenApi,
+    Metrics,
+    /// No route: a `404`.
+    Unmatched,
+}
+
+impl Route {
+    /// How many there are.
+    #[cfg(feature = "metrics")]
+    pub(crate) const COUNT: usize = 6;
+}
+
+/// Why an inference was not answered `200`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(
+    not(feature = "metrics"),
+    allow(dead_code, reason = "read by the metrics")
+)]
+pub(crate) enum Failure {
+    Timeout,
+    Panic,
+    Miscount,
+    Rejection,
+}
+
+impl Failure {
+    /// How many there are.
+    #[cfg(feature = "metrics")]
+    pub(crate) const COUNT: usize = 4;
 }
 
 /// An answer plus what the access log needs.
 struct Reply {
     response: Response<Full<Bytes>>,
+    #[cfg_attr(
+        not(feature = "metrics"),
+        allow(dead_code, reason = "read by the metrics")
+    )]
+    route: Route,
     candidates: Option<usize>,
     /// Close the connection after answering (HTTP/1 only): the request body
     /// was not read to its end.
@@ -44,9 +152,15 @@ impl Reply {
     fn new(response: Response<Full<Bytes>>) -> Reply {
         Reply {
             response,
+            route: Route::Unmatched,
             candidates: None,
             close: false,
         }
+    }
+
+    fn at(mut self, route: Route) -> Reply {
+        self.route = route;
+        self
     }
 
     fn closing(mut self) -> Reply {
@@ -56,7 +170,7 @@ impl Reply {
 }
 
 const JSON: HeaderValue = HeaderValue::from_static("application/json");
-const REQUEST_ID: &str = "x-request-id";
+const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 /// Longest request id written to logs and headers; longer ones are cut.
 const MAX_LOGGED_ID: usize = 128;
 
@@ -73,22 +187,48 @@ fn detail(status: StatusCode, message: &str) -> Response<Full<Bytes>> {
 }
 
 /// Handles one request; never fails and never panics (agent panics become
-/// `500`). Writes the access log line.
-pub(crate) async fn handle<A: Agent>(
+/// `500`). Runs in the request's span and writes the access log line.
+/// `peer` is the connection's remote address, when known.
+pub(crate) async fn handle<A, B>(
     shared: &Shared<A>,
-    req: Request<Incoming>,
-    peer: SocketAddr,
-) -> Result<Response<Full<Bytes>>, Infallible> {
+    req: Request<B>,
+    peer: Option<SocketAddr>,
+) -> Result<Response<Full<Bytes>>, Infallible>
+where
+    A: Agent,
+    B: Body<Data = Bytes>,
+    B::Error: Into<BoxError>,
+{
+    let header_id = header_request_id(req.headers());
+    let client = peer.map(|p| match shared.trusted_proxies.is_empty() {
+        true => p.ip(),
+        false => client_ip(p.ip(), req.headers(), &shared.trusted_proxies),
+    });
+    let method = req.method().clone();
+    let path = req.uri().path().to_owned();
+    let span = tracing::info_span!(
+        "request",
+        method = %method,
+        path = %path,
+        request_id = tracing::field::Empty,
+        x_request_id = header_id.as_deref(),
+    );
     let mut access = Access {
         start: Instant::now(),
-        method: req.method().clone(),
-        path: req.uri().path().to_owned(),
+        method,
+        path,
         version: req.version(),
         peer,
-        request_id: OnceLock::new(),
+        ids: Ids {
+            body: OnceLock::new(),
+            header: header_id,
+            client,
+            span,
+        },
         answered: false,
     };
-    let reply = match CatchUnwind::new(route(shared, req, &access.request_id)).await {
+    let routed = route(shared, req, &access.ids).instrument(access.ids.span.clone());
+    let reply = match CatchUnwind::new(routed).await {
         Ok(reply) => reply,
         Err(payload) => {
             tracing::error!(
@@ -100,7 +240,44 @@ pub(crate) async fn handle<A: Agent>(
             Reply::new(internal_error())
         }
     };
-    Ok(access.finish(reply))
+    #[cfg(feature = "metrics")]
+    let route = reply.route;
+    let response = access.finish(reply);
+    #[cfg(feature = "metrics")]
+    if let Some(m) = &shared.metrics {
+        m.request(route, response.status().as_u16(), access.start.elapsed());
+    }
+    Ok(response)
+}
+
+/// A request's ids and span, as the handler fills them in.
+struct Ids {
+    /// The body's `request_id`, once parsed.
+    body: OnceLock<String>,
+    /// An accepted incoming `X-Request-Id`.
+    header: Option<String>,
+    /// The client's address, as far as the server knows it.
+    client: Option<IpAddr>,
+    span: tracing::Span,
+}
+
+impl Ids {
+    fn set_body(&self, id: &str) {
+        let _ = self.body.set(id.to_owned());
+        self.span.record("request_id", id);
+    }
+}
+
+/// An incoming `X-Request-Id` the server honours: 1 to [`MAX_LOGGED_ID`]
+/// visible ASCII characters (what proxies generate: UUIDs, hex strings).
+/// Anything else is ignored, as if absent.
+fn header_request_id(headers: &HeaderMap) -> Option<String> {
+    let value = headers.get(&REQUEST_ID)?.as_bytes();
+    let ok = !value.is_empty()
+        && value.len() <= MAX_LOGGED_ID
+        && value.iter().all(|b| (0x21..=0x7e).contains(b));
+    // Visible ASCII is UTF-8.
+    ok.then(|| String::from_utf8_lossy(value).into_owned())
 }
 
 /// What the access log line says about a request. Dropped without
@@ -111,22 +288,32 @@ struct Access {
     method: Method,
     path: String,
     version: Version,
-    peer: SocketAddr,
-    /// The body's `request_id`, once parsed.
-    request_id: OnceLock<String>,
+    peer: Option<SocketAddr>,
+    ids: Ids,
     answered: bool,
 }
 
 impl Access {
+    /// The client's address when a trusted proxy forwarded one other than
+    /// its own.
+    fn forwarded_client(&self) -> Option<IpAddr> {
+        self.ids
+            .client
+            .filter(|c| self.peer.is_some_and(|p| p.ip() != *c))
+    }
+
     fn finish(&mut self, reply: Reply) -> Response<Full<Bytes>> {
         self.answered = true;
         let Reply {
             mut response,
             candidates,
             close,
+            ..
         } = reply;
-        let id = self.request_id.get_or_init(generated_id);
-        if let Ok(v) = HeaderValue::from_str(id) {
+        let id = self.ids.body.get_or_init(generated_id);
+        // The caller's own id comes back when it sent one.
+        let echoed = self.ids.header.as_deref().unwrap_or(id);
+        if let Ok(v) = HeaderValue::from_str(echoed) {
             response.headers_mut().insert(REQUEST_ID, v);
         }
         if close && self.version <= Version::HTTP_11 {
@@ -137,13 +324,15 @@ impl Access {
         tracing::info!(
             target: "magma_server::access",
             request_id = ?id,
+            x_request_id = self.ids.header.as_deref(),
             method = %self.method,
             path = %self.path,
             version = ?self.version,
             status = response.status().as_u16(),
             latency_ms = %format_args!("{:.3}", self.start.elapsed().as_secs_f64() * 1000.0),
             candidates,
-            peer = %self.peer,
+            peer = self.peer.map(tracing::field::display),
+            client = self.forwarded_client().map(tracing::field::display),
             "request"
         );
         response
@@ -153,15 +342,17 @@ impl Access {
 impl Drop for Access {
     fn drop(&mut self) {
         if !self.answered {
-            let id = self.request_id.get_or_init(generated_id);
+            let id = self.ids.body.get_or_init(generated_id);
             tracing::info!(
                 target: "magma_server::access",
                 request_id = ?id,
+                x_request_id = self.ids.header.as_deref(),
                 method = %self.method,
                 path = %self.path,
                 version = ?self.version,
                 latency_ms = %format_args!("{:.3}", self.start.elapsed().as_secs_f64() * 1000.0),
-                peer = %self.peer,
+                peer = self.peer.map(tracing::field::display),
+                client = self.forwarded_client().map(tracing::field::display),
                 "request abandoned: the client closed the connection before the answer"
             );
         }
@@ -175,11 +366,12 @@ fn internal_error() -> Response<Full<Bytes>> {
     )
 }
 
-async fn route<A: Agent>(
-    shared: &Shared<A>,
-    req: Request<Incoming>,
-    request_id: &OnceLock<String>,
-) -> Reply {
+async fn route<A, B>(shared: &Shared<A>, req: Request<B>, ids: &Ids) -> Reply
+where
+    A: Agent,
+    B: Body<Data = Bytes>,
+    B::Error: Into<BoxError>,
+{
     let full = req.uri().path();
     let path = match &shared.prefix {
         None => Some(full),
@@ -187,26 +379,53 @@ async fn route<A: Agent>(
             .strip_prefix(prefix.as_str())
             .filter(|rest| rest.starts_with('/')),
     };
-    let allow = match path {
-        Some("/health") => "GET",
-        Some("/v1/info") => "GET",
-        Some("/v1/responses") => "POST",
+    let (route, allow) = match path {
+        Some("/health") => (Route::Health, "GET"),
+        Some("/v1/info") => (Route::Info, "GET"),
+        Some("/v1/responses") => (Route::Responses, "POST"),
+        Some("/openapi.json") => (Route::OpenApi, "GET"),
+        #[cfg(feature = "metrics")]
+        Some("/metrics") if shared.metrics.is_some() => (Route::Metrics, "GET"),
         _ => return Reply::new(detail(StatusCode::NOT_FOUND, "Not Found")),
     };
-    match (path, req.method()) {
-        (Some("/health"), &Method::GET) => Reply::new(health(&shared.agent)),
-        (Some("/v1/info"), &Method::GET) => Reply::new(json_response(
+    let reply = match (route, req.method()) {
+        (Route::Health, &Method::GET) => Reply::new(health(&shared.agent)),
+        (Route::Info, &Method::GET) => Reply::new(json_response(
             StatusCode::OK,
             shared.agent.info().to_json_string(),
         )),
-        (Some("/v1/responses"), &Method::POST) => responses(shared, req, request_id).await,
+        (Route::Responses, &Method::POST) => responses(shared, req, ids).await,
+        (Route::OpenApi, &Method::GET) => {
+            let mut r = Response::new(Full::new(shared.openapi.clone()));
+            r.headers_mut().insert(CONTENT_TYPE, JSON);
+            Reply::new(r)
+        }
+        #[cfg(feature = "metrics")]
+        (Route::Metrics, &Method::GET) => Reply::new(metrics_response(shared)),
         _ => {
             let mut r = detail(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed");
             r.headers_mut()
                 .insert(ALLOW, HeaderValue::from_static(allow));
             Reply::new(r)
         }
-    }
+    };
+    reply.at(route)
+}
+
+/// The Prometheus text of the server's registry.
+#[cfg(feature = "metrics")]
+fn metrics_response<A>(shared: &Shared<A>) -> Response<Full<Bytes>> {
+    let text = shared
+        .metrics
+        .as_ref()
+        .map(|m| m.render())
+        .unwrap_or_default();
+    let mut r = Response::new(Full::new(Bytes::from(text)));
+    r.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+    );
+    r
 }
 
 fn health<A: Agent>(agent: &A) -> Response<Full<Bytes>> {
@@ -268,7 +487,11 @@ async fn within<F: Future>(limit: Duration, fut: F) -> Result<F::Output, ()> {
     }
 }
 
-async fn read_body(body: Incoming, limit: u64, timeout: Duration) -> Result<Bytes, BodyError> {
+async fn read_body<B>(body: B, limit: u64, timeout: Duration) -> Result<Bytes, BodyError>
+where
+    B: Body<Data = Bytes>,
+    B::Error: Into<BoxError>,
+{
     let limit = usize::try_from(limit).unwrap_or(usize::MAX);
     match within(timeout, Limited::new(body, limit).collect()).await {
         Err(()) => Err(BodyError::TimedOut),
@@ -297,11 +520,12 @@ fn missing_body() -> Response<Full<Bytes>> {
     json_response(StatusCode::UNPROCESSABLE_ENTITY, body.to_json_string())
 }
 
-async fn responses<A: Agent>(
-    shared: &Shared<A>,
-    req: Request<Incoming>,
-    request_id: &OnceLock<String>,
-) -> Reply {
+async fn responses<A, B>(shared: &Shared<A>, req: Request<B>, ids: &Ids) -> Reply
+where
+    A: Agent,
+    B: Body<Data = Bytes>,
+    B::Error: Into<BoxError>,
+{
     if !content_type_is_json(req.headers()) {
         return Reply::new(detail(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -344,7 +568,7 @@ async fn responses<A: Agent>(
     };
     drop(bytes);
     let id = truncate(request.request_id().to_owned());
-    let _ = request_id.set(id.clone());
+    ids.set_body(&id);
     let wanted = request.expected_candidates();
     if wanted > u128::from(shared.max_candidates) {
         let msg = format!(
@@ -364,6 +588,9 @@ async fn responses<A: Agent>(
             ..Reply::new(json_response(StatusCode::OK, "[]".into()))
         };
     }
+    // The context owns the id from here on; the logs below borrow it.
+    let context = RequestContext::new(id, ids.header.clone(), ids.client, ids.span.clone());
+    let id = context.request_id();
     tracing::debug!(
         request_id = ?id,
         inputs = request.inputs().len(),
@@ -371,30 +598,41 @@ async fn responses<A: Agent>(
         "inference started"
     );
     let inference = async {
+        #[cfg(feature = "metrics")]
+        let waiting = shared.metrics.as_ref().map(crate::Metrics::waiting);
         // The semaphore lives as long as `shared` and is never closed.
         let _slot = shared.inferences.acquire().await;
-        CatchUnwind::new(shared.agent.respond_batch(&request)).await
+        #[cfg(feature = "metrics")]
+        let _running = {
+            drop(waiting);
+            shared.metrics.as_ref().map(crate::Metrics::running)
+        };
+        CatchUnwind::new(context.clone().scope(shared.agent.respond_batch(&request))).await
     };
     let outcome = match shared.inference_timeout {
         None => inference.await,
         Some(limit) => match within(limit, inference).await {
             Ok(outcome) => outcome,
             Err(()) => {
-                tracing::warn!(request_id = ?id, "inference timed out; answered 503");
+                tracing::warn!(request_id = ?id, "inference timed out; answered 504");
+                shared.failed(Failure::Timeout);
                 let msg = format!(
-                    "Service Unavailable: the inference did not finish within {} s",
+                    "Gateway Timeout: the inference did not finish within the server's \
+                     inference timeout of {} s and was stopped",
                     limit.as_secs_f64()
                 );
-                return Reply::new(detail(StatusCode::SERVICE_UNAVAILABLE, &msg));
+                return Reply::new(detail(StatusCode::GATEWAY_TIMEOUT, &msg));
             }
         },
     };
     let per_input = match outcome {
         Ok(Ok(per_input)) => per_input,
         Ok(Err(rejection)) => {
+            shared.failed(Failure::Rejection);
             return Reply::new(detail(StatusCode::UNPROCESSABLE_ENTITY, rejection.detail()));
         }
         Err(payload) => {
+            shared.failed(Failure::Panic);
             tracing::error!(
                 request_id = ?id,
                 panic = panic_message(&*payload),
@@ -406,6 +644,15 @@ async fn responses<A: Agent>(
     match AgentResponse::assemble(&request, per_input) {
         Ok(response) => {
             let n = response.len();
+            #[cfg(feature = "metrics")]
+            if let Some(m) = &shared.metrics {
+                let errors = response
+                    .candidates()
+                    .iter()
+                    .filter(|c| c.status() == magma_protocol::CandidateStatus::Error)
+                    .count() as u64;
+                m.candidates(n as u64 - errors, errors);
+            }
             let body = response.to_json_string();
             Reply {
                 candidates: Some(n),
@@ -413,6 +660,7 @@ async fn responses<A: Agent>(
             }
         }
         Err(e) => {
+            shared.failed(Failure::Miscount);
             tracing::error!(
                 request_id = ?id,
                 error = %e,

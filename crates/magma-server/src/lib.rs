@@ -11,10 +11,15 @@
 
 mod agent;
 mod config;
+mod context;
 pub mod demo;
 mod error;
+mod forwarded;
 mod handler;
 mod server;
+mod service;
+#[cfg(feature = "metrics")]
+mod telemetry;
 mod unwind;
 
 #[cfg(feature = "cli")]
@@ -26,8 +31,14 @@ mod tls;
 
 pub use agent::{Agent, Readiness, ReadyFlag, Rejection};
 pub use config::Config;
+pub use context::RequestContext;
 pub use error::Error;
+pub use forwarded::{TrustedProxy, TrustedProxyError};
 pub use server::Server;
+pub use service::MagmaService;
+#[cfg(feature = "metrics")]
+#[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
+pub use telemetry::Metrics;
 #[cfg(feature = "tls")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
 pub use tls::{SelfSignedFiles, TlsConfig, TlsError};

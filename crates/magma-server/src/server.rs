@@ -117,15 +117,7 @@ impl Server {
             .tls
             .as_ref()
             .map(|t| tokio_rustls::TlsAcceptor::from(t.rustls_config()));
-        let shared = Arc::new(Shared {
-            agent,
-            prefix: config.normalized_prefix(),
-            max_body_bytes: config.max_body_bytes,
-            body_timeout: config.body_timeout,
-            max_candidates: config.max_candidates,
-            inference_timeout: config.inference_timeout,
-            inferences: Semaphore::new(config.max_concurrent_inferences),
-        });
+        let shared = Arc::new(Shared::new(agent, &config));
         let builder = Arc::new(http_builder());
         let connections = Arc::new(Semaphore::new(config.max_connections));
         let (stop_tx, stop_rx) = watch::channel(false);
@@ -321,7 +313,7 @@ impl<A: Agent> Conn<A> {
                 let ctx = Arc::clone(&ctx);
                 async move {
                     let _answering = ctx.activity.begin(req.version());
-                    handle(&ctx.shared, req, ctx.peer).await
+                    handle(&ctx.shared, req, Some(ctx.peer)).await
                 }
             })
         };

@@ -200,6 +200,42 @@ fn over_http_with_waiting_through_503() {
     exercise(&client);
 }
 
+/// Acceptance: `--inference-timeout-secs 1` and a 3 s inference give `504`
+/// with a JSON detail, which the client reports as a timeout of its own
+/// kind, neither "not ready" nor transient for a `POST`.
+#[test]
+fn an_inference_past_the_servers_timeout_is_a_504_timeout_not_a_not_ready() {
+    let mut config = Config::default();
+    config.shutdown_grace = Duration::from_secs(1);
+    config.inference_timeout = Some(Duration::from_secs(1));
+    let server = Running::start(config, ReadyFlag::ready());
+    let client = Client::new(server.url()).unwrap();
+
+    let mut slow = AgentInput::new(0, AgentInstruction::user("x"));
+    slow.extra_keys.insert("delay_ms", Json::from(3000));
+    let started = std::time::Instant::now();
+    let err = client
+        .respond(&AgentRequest::new("too-slow", vec![slow]).unwrap())
+        .unwrap_err();
+    let waited = started.elapsed();
+    let ErrorKind::InferenceTimeout(status) = err.kind() else {
+        panic!("{err:?}")
+    };
+    assert_eq!(status.status().as_u16(), 504);
+    let detail = status.detail_message().unwrap_or_else(|| panic!("{err:?}"));
+    assert!(detail.contains("did not finish within"), "{detail}");
+    assert!(err.is_timeout(), "{err}");
+    assert!(!err.is_not_ready(), "{err}");
+    assert!(!err.is_transient(), "a POST that timed out is not retried");
+    assert!(err.to_string().contains("timeout"), "{err}");
+    assert!(
+        waited >= Duration::from_millis(900) && waited < Duration::from_millis(2900),
+        "answered after {waited:?}, before the 3 s inference would have ended"
+    );
+    // The server is fine afterwards.
+    client.respond(&request("after", 1, 1)).unwrap();
+}
+
 #[cfg(feature = "tls")]
 #[test]
 fn over_https_with_the_ca_file() {

@@ -26,8 +26,19 @@ impl Binary {
     /// Starts the binary on 127.0.0.1 port 0 with `args` and `rust_log`
     /// (`None`: the default filter) and waits for its "listening" line.
     pub(crate) async fn start(args: &[&str], rust_log: Option<&str>) -> Binary {
+        Binary::start_with_env(args, &[], rust_log).await
+    }
+
+    /// [`start`](Binary::start) with environment variables.
+    pub(crate) async fn start_with_env(
+        args: &[&str],
+        env: &[(&str, &str)],
+        rust_log: Option<&str>,
+    ) -> Binary {
         let mut cmd = Command::new(BIN);
-        cmd.args(["--listen", "127.0.0.1:0"]).args(args);
+        cmd.args(["--listen", "127.0.0.1:0"])
+            .args(args)
+            .envs(env.iter().copied());
         cmd.stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
@@ -54,7 +65,7 @@ impl Binary {
             .split("listening on ")
             .nth(1)
             .unwrap()
-            .split_whitespace()
+            .split(|c: char| c.is_whitespace() || c == '"')
             .next()
             .unwrap();
         let host_port = url.split("://").nth(1).unwrap();
@@ -146,6 +157,9 @@ fn help_documents_every_flag() {
         "--tls-client-ca",
         "--tls-self-signed",
         "--tls-handshake-timeout-secs",
+        "--log-format",
+        "--metrics",
+        "--trusted-proxy",
         "--help",
         "--version",
     ];
@@ -176,23 +190,256 @@ fn help_documents_every_flag() {
         assert!(help.contains(default), "{default} missing from --help");
     }
     assert!(help.contains("demo agent"));
+    // Every option but --help and --version has its environment variable.
+    for flag in flags
+        .iter()
+        .filter(|f| !matches!(**f, "--help" | "--version"))
+    {
+        let name = match *flag {
+            // A list: one variable, comma-separated.
+            "--trusted-proxy" => "TRUSTED_PROXIES".to_owned(),
+            f => f.trim_start_matches('-').replace('-', "_").to_uppercase(),
+        };
+        let env = format!("[env: MAGMA_SERVER_{name}=]");
+        assert!(help.contains(&env), "{env} missing from --help");
+    }
+}
+
+/// Runs the binary to its exit with `args` and `env`; (status, stderr).
+fn exits(args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, String) {
+    let mut cmd = Command::new(BIN);
+    cmd.args(args).stdin(Stdio::null()).stdout(Stdio::null());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("run magma-server");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[track_caller]
+fn assert_exit(args: &[&str], env: &[(&str, &str)], code: i32, says: &[&str]) {
+    let (status, stderr) = exits(args, env);
+    assert_eq!(status, Some(code), "{args:?} {env:?}: {stderr}");
+    for s in says {
+        assert!(
+            stderr.contains(s),
+            "{args:?} {env:?}: {s:?} not in:\n{stderr}"
+        );
+    }
+    assert!(!stderr.contains("panicked"), "{stderr}");
 }
 
 #[test]
-fn bad_flags_exit_2_and_a_busy_port_exits_1() {
-    let out = Command::new(BIN)
-        .args(["--max-connections", "0"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
+fn bad_flag_values_exit_2_naming_the_flag_and_what_was_expected() {
+    let cases: &[(&[&str], &[&str])] = &[
+        (
+            &["--max-connections", "0"],
+            &["--max-connections", "at least 1"],
+        ),
+        (
+            &["--max-body-bytes", "lots"],
+            &["--max-body-bytes", "invalid digit"],
+        ),
+        (
+            &["--header-timeout-secs", "0"],
+            &["--header-timeout-secs", "1.."],
+        ),
+        (
+            &["--listen", "8080"],
+            &["--listen", "no port", "expected HOST:PORT"],
+        ),
+        (
+            &["--listen", "127.0.0.1:99999"],
+            &["--listen", "not a port", "expected HOST:PORT"],
+        ),
+        (
+            &["--listen", "exa mple:80"],
+            &["--listen", "not a host", "expected HOST:PORT"],
+        ),
+        (
+            &["--listen", "[::1:80"],
+            &["--listen", "expected HOST:PORT"],
+        ),
+        (
+            &["--path-prefix", "/a?b"],
+            &["--path-prefix", "plain URL path"],
+        ),
+        (&["--log-format", "xml"], &["--log-format", "text", "json"]),
+        (&["--tls-cert", "c.pem"], &["--tls-key"]),
+        (
+            &["--tls-client-ca", "ca.pem"],
+            &["--tls-client-ca needs --tls-cert"],
+        ),
+        (&["--no-such-flag"], &["--no-such-flag"]),
+        (
+            &["--trusted-proxy", "10.0.0.0/40"],
+            &["--trusted-proxy", "expected e.g. 10.0.0.5"],
+        ),
+    ];
+    for (args, says) in cases {
+        assert_exit(args, &[], 2, says);
+    }
+}
+
+#[test]
+fn environment_variables_are_checked_like_flags() {
+    assert_exit(
+        &[],
+        &[("MAGMA_SERVER_MAX_CONNECTIONS", "0")],
+        2,
+        &["--max-connections", "at least 1"],
+    );
+    assert_exit(
+        &[],
+        &[("MAGMA_SERVER_LISTEN", "localhost")],
+        2,
+        &["--listen", "expected HOST:PORT"],
+    );
+}
+
+#[test]
+fn an_address_in_use_exits_1_naming_listen() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = taken.local_addr().unwrap().to_string();
-    let out = Command::new(BIN)
-        .args(["--listen", &addr])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot listen on"));
+    assert_exit(
+        &["--listen", &addr],
+        &[],
+        1,
+        &[&format!("--listen {addr}"), "cannot listen on", "in use"],
+    );
+}
+
+#[test]
+fn an_address_that_is_not_local_exits_1_naming_listen() {
+    // TEST-NET-3: a valid address no interface of this machine has.
+    assert_exit(
+        &["--listen", "203.0.113.7:8080"],
+        &[],
+        1,
+        &["--listen 203.0.113.7:8080", "cannot listen on"],
+    );
+}
+
+/// PEM files for the TLS start-up cases, in a fresh directory.
+#[cfg(feature = "tls")]
+struct Pems {
+    dir: std::path::PathBuf,
+}
+
+#[cfg(feature = "tls")]
+impl Pems {
+    fn new(name: &str) -> Pems {
+        let dir = std::env::temp_dir().join(format!("magma-bin-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        for sub in ["a", "b"] {
+            magma_server::TlsConfig::self_signed(dir.join(sub), &["localhost".into()], None)
+                .expect("generate");
+        }
+        std::fs::write(dir.join("garbage.pem"), "not a certificate\n").unwrap();
+        Pems { dir }
+    }
+
+    fn path(&self, name: &str) -> String {
+        self.dir.join(name).display().to_string()
+    }
+}
+
+#[cfg(feature = "tls")]
+impl Drop for Pems {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+#[cfg(feature = "tls")]
+#[test]
+fn unreadable_or_mismatched_tls_files_exit_1_naming_the_flag() {
+    let p = Pems::new("startup");
+    let (cert, key, other_key) = (
+        p.path("a/cert.pem"),
+        p.path("a/key.pem"),
+        p.path("b/key.pem"),
+    );
+    let (missing, garbage) = (p.path("missing.pem"), p.path("garbage.pem"));
+    let listen = ["--listen", "127.0.0.1:0"];
+    let with = |extra: &[&'static str], rest: Vec<&str>| -> Vec<String> {
+        listen
+            .iter()
+            .chain(extra)
+            .map(|s| (*s).to_owned())
+            .chain(rest.into_iter().map(str::to_owned))
+            .collect()
+    };
+    let cases: Vec<(Vec<String>, Vec<String>)> = vec![
+        (
+            with(&[], vec!["--tls-cert", &missing, "--tls-key", &key]),
+            vec![
+                format!("--tls-cert {missing}"),
+                "No such file".into(),
+                "expected a PEM certificate chain".into(),
+            ],
+        ),
+        (
+            with(&[], vec!["--tls-cert", &cert, "--tls-key", &missing]),
+            vec![
+                format!("--tls-key {missing}"),
+                "expected a PEM private key".into(),
+            ],
+        ),
+        (
+            with(&[], vec!["--tls-cert", &garbage, "--tls-key", &key]),
+            vec![format!("--tls-cert {garbage}"), "no CERTIFICATE".into()],
+        ),
+        (
+            with(&[], vec!["--tls-cert", &cert, "--tls-key", &garbage]),
+            vec![
+                format!("--tls-key {garbage}"),
+                "no usable private key".into(),
+            ],
+        ),
+        (
+            with(&[], vec!["--tls-cert", &cert, "--tls-key", &other_key]),
+            vec![
+                format!("--tls-cert {cert} and --tls-key {other_key}"),
+                "expected the private key of the certificate".into(),
+            ],
+        ),
+        (
+            with(
+                &[],
+                vec![
+                    "--tls-cert",
+                    &cert,
+                    "--tls-key",
+                    &key,
+                    "--tls-client-ca",
+                    &missing,
+                ],
+            ),
+            vec![
+                format!("--tls-client-ca {missing}"),
+                "expected a PEM file of CA certificates".into(),
+            ],
+        ),
+        (
+            with(&[], vec!["--tls-self-signed", &p.path("garbage.pem")]),
+            vec!["--tls-self-signed".into()],
+        ),
+    ];
+    for (args, says) in &cases {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let says: Vec<&str> = says.iter().map(String::as_str).collect();
+        assert_exit(&args, &[], 1, &says);
+    }
+}
+
+#[cfg(not(feature = "metrics"))]
+#[test]
+fn metrics_without_the_metrics_feature_exits_2_and_says_how_to_get_it() {
+    assert_exit(&["--metrics"], &[], 2, &["--metrics", "--features metrics"]);
 }
 
 #[cfg(not(feature = "tls"))]
@@ -204,6 +451,107 @@ fn tls_flags_without_the_tls_feature_explain_themselves() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--features tls"));
+}
+
+#[tokio::test]
+async fn environment_variables_configure_the_server_and_flags_win() {
+    let bin = Binary::start_with_env(
+        &["--path-prefix", "/from-flag"],
+        &[
+            ("MAGMA_SERVER_PATH_PREFIX", "/from-env"),
+            ("MAGMA_SERVER_MAX_BODY_BYTES", "100"),
+        ],
+        None,
+    )
+    .await;
+    let get = |path: &'static str| send(bin.addr, Method::GET, path, &[], Bytes::new());
+    assert_eq!(get("/from-flag/health").await.status, 200);
+    assert_eq!(get("/from-env/health").await.status, 404);
+    // The body limit came from the environment.
+    let big = crate::support::user_request("env-limit", &"x".repeat(200), 1);
+    let reply = send(
+        bin.addr,
+        Method::POST,
+        "/from-flag/v1/responses",
+        &[("content-type", "application/json")],
+        Bytes::from(big),
+    )
+    .await;
+    assert_eq!(reply.status, 413, "{}", reply.text());
+}
+
+#[tokio::test]
+async fn json_logs_are_one_object_per_line_with_the_request_ids() {
+    let bin = Binary::start(&["--log-format", "json"], None).await;
+    let request = crate::support::user_request("json-log-1", "hi", 1);
+    let reply = send(
+        bin.addr,
+        Method::POST,
+        "/v1/responses",
+        &[
+            ("content-type", "application/json"),
+            ("x-request-id", "edge-77"),
+        ],
+        Bytes::from(request.clone()),
+    )
+    .await;
+    check_response(&request, &reply);
+    let mut bin = bin;
+    let line = bin.wait_for_log("json-log-1").await;
+    let event = magma_server::Json::from_slice(line.as_bytes())
+        .unwrap_or_else(|e| panic!("not a JSON line ({e}): {line}"));
+    let event = event.as_object().expect("object");
+    assert_eq!(event.get_str("level"), Some("INFO"), "{line}");
+    assert_eq!(
+        event.get_str("target"),
+        Some("magma_server::access"),
+        "{line}"
+    );
+    let fields = event
+        .get("fields")
+        .and_then(|f| f.as_object())
+        .expect("fields");
+    assert_eq!(
+        fields.get("status").map(|s| s.to_json_string()).as_deref(),
+        Some("200")
+    );
+    assert_eq!(fields.get_str("x_request_id"), Some("edge-77"), "{line}");
+    assert!(
+        fields.get_str("request_id").unwrap().contains("json-log-1"),
+        "{line}"
+    );
+    // Every line is JSON, the start-up line included.
+    for line in bin.log().lines() {
+        assert!(
+            magma_server::Json::from_slice(line.as_bytes()).is_ok(),
+            "{line}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_access_log_shows_the_client_a_trusted_proxy_forwarded() {
+    let mut bin = Binary::start_with_env(
+        &[],
+        &[("MAGMA_SERVER_TRUSTED_PROXIES", "10.0.0.0/8,127.0.0.1")],
+        None,
+    )
+    .await;
+    let reply = send(
+        bin.addr,
+        Method::GET,
+        "/health",
+        &[
+            ("x-forwarded-for", "203.0.113.9, 10.1.1.1"),
+            ("x-request-id", "via-proxy"),
+        ],
+        Bytes::new(),
+    )
+    .await;
+    assert_eq!(reply.status, 200);
+    let line = bin.wait_for_log("via-proxy").await;
+    assert!(line.contains("client=203.0.113.9"), "{line}");
+    assert!(line.contains("peer=127.0.0.1:"), "{line}");
 }
 
 #[tokio::test]

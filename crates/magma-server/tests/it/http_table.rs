@@ -327,3 +327,47 @@ async fn a_path_prefix_moves_every_endpoint() {
     server.get("/health").await.expect_detail(404);
     server.get("/agents/demohealth").await.expect_detail(404);
 }
+
+/// The OpenAPI document `cargo xtask codegen` writes under `docs/`.
+fn generated_openapi() -> Json {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/openapi.json");
+    let text = std::fs::read(path).expect("docs/openapi.json");
+    Json::from_slice(&text).expect("valid JSON")
+}
+
+#[tokio::test]
+async fn the_openapi_document_is_served_as_generated() {
+    let server = TestServer::start(DemoAgent::new()).await;
+    let reply = server.get("/openapi.json").await;
+    assert_eq!(reply.header("content-type"), Some("application/json"));
+    let served = reply.expect(200);
+    assert_eq!(served, generated_openapi());
+    assert!(served.as_object().unwrap().get("servers").is_none());
+    let reply = send(
+        server.addr,
+        Method::POST,
+        "/openapi.json",
+        &[],
+        Bytes::new(),
+    )
+    .await;
+    assert_eq!(reply.expect_detail(405), "Method Not Allowed");
+    assert_eq!(reply.header("allow"), Some("GET"));
+}
+
+#[tokio::test]
+async fn under_a_path_prefix_the_openapi_document_names_it_as_its_server() {
+    let mut config = magma_server::Config::default();
+    config.path_prefix = Some("/agents/demo/".into());
+    let server = TestServer::with_config(DemoAgent::new(), config).await;
+    server.get("/openapi.json").await.expect_detail(404);
+    let served = server.get("/agents/demo/openapi.json").await.expect(200);
+    let mut served = served.as_object().unwrap().clone();
+    assert_eq!(
+        served.get("servers").map(Json::to_json_string).as_deref(),
+        Some(r#"[{"url":"/agents/demo"}]"#)
+    );
+    // Apart from `servers`, the same document.
+    served.remove("servers");
+    assert_eq!(Json::Object(served), generated_openapi());
+}

@@ -236,7 +236,7 @@ async fn too_many_candidates_are_a_422_before_the_agent_runs() {
 }
 
 #[tokio::test]
-async fn an_inference_past_its_deadline_is_503_and_the_slot_is_freed() {
+async fn an_inference_past_its_deadline_is_504_and_the_slot_is_freed() {
     let agent = TestAgent::default();
     let server = TestServer::with_config(
         agent.clone(),
@@ -249,7 +249,7 @@ async fn an_inference_past_its_deadline_is_503_and_the_slot_is_freed() {
     let detail = server
         .respond(slow_request("late", 60_000))
         .await
-        .expect_detail(503);
+        .expect_detail(504);
     assert!(detail.contains("did not finish"), "{detail}");
     // The single slot is free again: a fast request goes through.
     let request = user_request("next", "x", 1);

@@ -9,9 +9,14 @@ mod http_table;
 mod limits;
 mod memory;
 mod protocols;
+mod request_span;
 mod shutdown;
 
 #[cfg(feature = "cli")]
 mod binary;
+#[cfg(feature = "metrics")]
+mod metrics;
+#[cfg(feature = "cli")]
+mod nested;
 #[cfg(feature = "tls")]
 mod tls;
