@@ -67,8 +67,9 @@ fn https_with_an_untrusted_certificate_is_refused_clearly() {
     let server = AgentServer::start_with(Fault::None, Some(trusted.server));
     let (exit, report, stderr) = probe(&server.url(), &[]);
     assert_eq!(exit, 2, "{report:#}");
-    assert!(report.is_null());
+    assert_eq!(report["stopped"]["kind"], "tls", "{report:#}");
     assert!(stderr.contains("not trusted"), "{stderr}");
+    assert!(!stderr.contains("ClientBuilder"), "{stderr}");
     assert!(stderr.contains("--cacert"), "{stderr}");
     assert!(stderr.contains("BENCH and GEN"), "{stderr}");
 
