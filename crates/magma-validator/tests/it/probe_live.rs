@@ -10,14 +10,20 @@ use magma_server::{Config, Server};
 use crate::support::{AgentServer, Fault, check, code, probe, run, stderr, stdout};
 
 /// `magma-server` serving the demo agent on 127.0.0.1, on its own thread.
-struct RealServer {
+pub(crate) struct RealServer {
     addr: SocketAddr,
+    https: bool,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl RealServer {
     fn start() -> RealServer {
+        RealServer::start_with(Config::default())
+    }
+
+    pub(crate) fn start_with(config: Config) -> RealServer {
+        let https = config.tls.is_some();
         let (addr_tx, addr_rx) = std::sync::mpsc::channel();
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let thread = std::thread::spawn(move || {
@@ -26,7 +32,7 @@ impl RealServer {
                 .build()
                 .expect("runtime");
             rt.block_on(async move {
-                let server = Server::bind("127.0.0.1:0", Config::default())
+                let server = Server::bind("127.0.0.1:0", config)
                     .await
                     .expect("bind magma-server");
                 addr_tx.send(server.local_addr()).expect("send address");
@@ -40,13 +46,15 @@ impl RealServer {
         let addr = addr_rx.recv().expect("magma-server address");
         RealServer {
             addr,
+            https,
             stop: Some(stop_tx),
             thread: Some(thread),
         }
     }
 
-    fn url(&self) -> String {
-        format!("http://{}", self.addr)
+    pub(crate) fn url(&self) -> String {
+        let scheme = if self.https { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr)
     }
 }
 

@@ -72,6 +72,10 @@ impl TempDir {
         TempDir(dir)
     }
 
+    pub(crate) fn path(&self) -> &std::path::Path {
+        &self.0
+    }
+
     pub(crate) fn file(&self, name: &str, contents: &[u8]) -> String {
         let path = self.0.join(name);
         std::fs::write(&path, contents).expect("write temp file");
