@@ -7,6 +7,8 @@
 //! 2. A fresh Python 3.12 venv installs it offline (`--no-index`).
 //! 3. `magma-validate probe` from that venv's `bin/` passes against a
 //!    `magma-server` on loopback (exit 0), writing a JUnit report.
+//! 4. The README's pytest example (`xtask/python/test_probe_agent.py`) passes
+//!    in that venv, with pytest from PyPI (exact pins).
 //!
 //! The debug profile by default (CI reuses the test build); `--release` for
 //! the wheel that is published.
@@ -130,8 +132,22 @@ pub(crate) fn run(options: &Options) -> Result<()> {
         "{} is not a JUnit report",
         report.display()
     );
+    // 4. The README's pytest example, in the same venv.
+    let mut pip = python::command(&venv_python);
+    pip.args(["-m", "pip", "install", "--quiet", "--requirement"])
+        .arg(root.join("xtask/python/requirements-wheel-smoke.txt"))
+        .env("PIP_DISABLE_PIP_VERSION_CHECK", "1");
+    python::run(&mut pip)?;
+    let mut pytest = python::command(&venv_python);
+    pytest
+        .args(["-m", "pytest", "-q", "-p", "no:cacheprovider"])
+        .arg(root.join("xtask/python/test_probe_agent.py"))
+        .env("AGENT_URL", format!("http://127.0.0.1:{port}"));
+    crate::process::run_inherited("pytest test_probe_agent.py", &mut pytest)?;
+    server.ensure_running()?;
+
     println!(
-        "wheel: 1 passed, 0 failed ({} installed into a fresh venv; probe of magma-server exit 0)",
+        "wheel: 2 passed, 0 failed ({} installed into a fresh venv; probe of magma-server exit 0; the README's pytest example passed)",
         wheel
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
