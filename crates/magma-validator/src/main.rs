@@ -349,7 +349,7 @@ fn print_progress(base: &str, p: Progress<'_>) {
             limit,
             last,
         } => format!(
-            "magma-validate: waiting for {base}/health: {last} ({:.0} s of {} s)",
+            "magma-validate: waiting for {base}/health: {last} ({:.1} s of {} s)",
             elapsed.as_secs_f64(),
             limit.as_secs_f64()
         ),
