@@ -7,13 +7,18 @@
 //!    `xtask/python/fastapi_agent.py`, a FastAPI agent on the magma-core
 //!    2.0.1 models, over HTTP (starting while the agent still answers 503)
 //!    and over HTTPS.
+//! 3. `magma-validate probe` against the same FastAPI agent, started while it
+//!    still answers 503: exit 0 with a warning naming FastAPI's 500 for NaN;
+//!    exit 1 with `--strict`; exit 0 with `--skip invalid-request/nan` and the
+//!    waiver in the report.
 //!
 //! Everything runs on 127.0.0.1 and is stopped at the end, also on failure.
 
 use std::process::Command;
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, ensure};
+use serde_json::Value;
 
 use crate::process::{Guard, cargo, free_port, run_inherited, target_dir, wait_for_port};
 use crate::python;
@@ -44,7 +49,19 @@ pub(crate) fn run() -> Result<()> {
             "interop",
         ]),
     )?;
+    run_checked(
+        "building magma-validate",
+        cargo().current_dir(&root).args([
+            "build",
+            "--quiet",
+            "-p",
+            "magma-validator",
+            "--bin",
+            "magma-validate",
+        ]),
+    )?;
     let bin = target_dir(&root).join("debug");
+    let validate = bin.join(format!("magma-validate{}", std::env::consts::EXE_SUFFIX));
     let client_example = bin.join("examples").join("interop");
     let tls_dir = crate::xtask_dir()?.join("interop-tls");
     std::fs::create_dir_all(&tls_dir).with_context(|| format!("creating {}", tls_dir.display()))?;
@@ -105,9 +122,106 @@ pub(crate) fn run() -> Result<()> {
         passed.push(what);
     }
 
+    // 3. magma-validate probe against the FastAPI agent: severities and waivers.
+    let port = free_port()?;
+    let mut cmd = Command::new(&python);
+    cmd.arg(&fastapi_agent)
+        .args(["--port", &port.to_string(), "--ready-after", "3"]);
+    let mut agent = Guard::spawn("fastapi_agent.py", &mut cmd)?;
+    wait_for_port(&mut agent, port, Duration::from_secs(60))?;
+    let url = format!("http://127.0.0.1:{port}");
+    for case in PROBE_CASES {
+        let what = format!(
+            "magma-validate probe{} -> FastAPI agent (magma-core 2.0.1): exit {}",
+            case.flags
+                .iter()
+                .map(|f| format!(" {f}"))
+                .collect::<String>(),
+            case.exit
+        );
+        eprintln!("xtask interop: {what}");
+        let out = Command::new(&validate)
+            .args(["probe", &url, "--format", "json", "--ready-timeout", "60"])
+            .args(case.flags)
+            .output()
+            .with_context(|| format!("running {}", validate.display()))?;
+        let report: Value = serde_json::from_slice(&out.stdout).with_context(|| {
+            format!(
+                "{what}: no JSON report; stderr: {}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        })?;
+        (case.verify)(out.status.code(), &report).with_context(|| format!("{what}: {report:#}"))?;
+        agent.ensure_running()?;
+        passed.push(what);
+    }
+    drop(agent);
+
     println!("interop: {} passed, 0 failed", passed.len());
     for p in &passed {
         println!("  ok  {p}");
     }
     Ok(())
 }
+
+/// One run of `magma-validate probe` against the FastAPI agent.
+struct ProbeCase {
+    flags: &'static [&'static str],
+    exit: i32,
+    verify: fn(Option<i32>, &Value) -> Result<()>,
+}
+
+/// The check of the NaN request in a probe report.
+fn nan_check(report: &Value) -> Result<&Value> {
+    report["checks"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["name"] == "invalid-request/nan"))
+        .context("no invalid-request/nan check in the report")
+}
+
+const PROBE_CASES: &[ProbeCase] = &[
+    ProbeCase {
+        flags: &[],
+        exit: 0,
+        verify: |code, report| {
+            ensure!(code == Some(0), "exit {code:?}, expected 0");
+            let nan = nan_check(report)?;
+            ensure!(
+                nan["status"] == "warn",
+                "invalid-request/nan is not a warning"
+            );
+            ensure!(
+                nan["reason"].as_str().unwrap_or("").contains("500"),
+                "the warning does not name the 500"
+            );
+            ensure!(report["summary"]["failed"] == 0, "a check failed");
+            Ok(())
+        },
+    },
+    ProbeCase {
+        flags: &["--strict"],
+        exit: 1,
+        verify: |code, report| {
+            ensure!(code == Some(1), "exit {code:?}, expected 1");
+            ensure!(nan_check(report)?["status"] == "fail", "NaN does not fail");
+            Ok(())
+        },
+    },
+    ProbeCase {
+        flags: &["--skip", "invalid-request/nan"],
+        exit: 0,
+        verify: |code, report| {
+            ensure!(code == Some(0), "exit {code:?}, expected 0");
+            ensure!(
+                nan_check(report)?["status"] == "skip",
+                "NaN was not skipped"
+            );
+            ensure!(
+                report["waived"]
+                    == serde_json::json!([{"check": "invalid-request/nan", "waiver": "skip"}]),
+                "the waiver is not in the report"
+            );
+            Ok(())
+        },
+    },
+];

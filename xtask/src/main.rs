@@ -18,6 +18,7 @@ mod python;
 mod release;
 mod schemathesis;
 mod soak;
+mod wheel;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -48,6 +49,11 @@ const SUBCOMMANDS: &[(&str, &str)] = &[
         "interop",
         "run magma-server under a BENCH-like Python client and magma-client against a FastAPI \
      agent on magma-core 2.0.1, over HTTP and HTTPS",
+    ),
+    (
+        "wheel [--release]",
+        "build the magma-validate Python wheel with maturin, install it into a fresh Python 3.12 \
+     venv and probe magma-server with the installed binary",
     ),
     (
         "schemathesis [--max-examples N] [--seed N]",
@@ -161,6 +167,7 @@ fn run(args: Vec<String>) -> Result<()> {
             interop::run()
         }
         "schemathesis" => schemathesis::run(&schemathesis::Options::parse(rest)?),
+        "wheel" => wheel::run(&wheel::Options::parse(rest)?),
         "release" => release::run(&release::Options::parse(rest)?),
         "deploy-check" => {
             if let Some(other) = rest.first() {

@@ -90,6 +90,24 @@ pub(crate) fn ensure_venv(
     Ok(python)
 }
 
+/// Creates an empty venv at `venv` from the Python 3.12 interpreter (removing
+/// whatever was there) and returns its Python.
+pub(crate) fn fresh_venv(venv: &Path) -> Result<PathBuf> {
+    if venv.exists() {
+        fs::remove_dir_all(venv).with_context(|| format!("removing {}", venv.display()))?;
+    }
+    let base = base_interpreter()?;
+    eprintln!(
+        "xtask: creating a fresh venv {} with Python {}",
+        venv.display(),
+        base.version
+    );
+    let mut cmd = base.command();
+    cmd.arg("-m").arg("venv").arg(venv);
+    run(&mut cmd)?;
+    Ok(venv_python(venv))
+}
+
 /// A `Command` for a venv's Python with a reproducible, isolated environment.
 pub(crate) fn command(python: &Path) -> Command {
     let mut cmd = Command::new(python);

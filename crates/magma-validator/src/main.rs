@@ -2,21 +2,22 @@
 //! MAGMA Agent HTTP Contract (protocol 2.0).
 #![allow(clippy::print_stdout, clippy::print_stderr)] // a CLI prints its results
 
-use std::io::{self, BufReader, BufWriter, Read, Write};
+use std::io::{self, BufReader, BufWriter, IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use magma_validator::probe::{self, ProbeConfig, ProbeError};
+use magma_validator::probe::{self, ProbeConfig, ProbeReport, Progress};
 use magma_validator::render::{self, Format};
 use magma_validator::{DocumentKind, Report, check_document, check_exchange, run_batch};
 
 const AFTER_HELP: &str = "\
 Exit status: 0 conformant (warnings allowed), 1 findings (a contract error or a failed
-probe check), 2 usage or I/O error (unreadable file, bad flags, an agent that cannot be
-reached or whose TLS certificate is not trusted). `batch` exits 0 once every line has its
-verdict. Every check and lint is described in docs/validator.md.";
+probe check), 2 usage or I/O error, or a probe stopped before a verdict (an agent that
+cannot be reached, refuses the TLS handshake, is not ready within --ready-timeout, or a
+wrong base URL); probe still writes its JSON or JUnit document then. `batch` exits 0 once
+every line has its verdict. Every check and lint is described in docs/validator.md.";
 
 /// Checks documents, exchanges and live agents against the MAGMA Agent HTTP Contract
 /// (protocol 2.0), and says which consumer (BENCH, GEN) would break and how.
@@ -85,7 +86,50 @@ enum Command {
         /// Output format
         #[arg(long, value_enum, default_value_t = FormatArg::Human)]
         format: FormatArg,
+        /// Write the report (in --format) to FILE, and the human report to standard output
+        #[arg(long, short = 'o', value_name = "FILE")]
+        output: Option<PathBuf>,
+        /// Warnings count as failures (exit 1), except checks softened with --warn
+        #[arg(long)]
+        strict: bool,
+        /// Do not run the check CHECK (repeatable); the report lists it as waived
+        #[arg(long, value_name = "CHECK")]
+        skip: Vec<String>,
+        /// Count the faults of check CHECK as warnings (repeatable); the report lists it
+        #[arg(long, value_name = "CHECK")]
+        warn: Vec<String>,
+        /// Send this header with every call (repeatable), e.g. 'Authorization: Bearer ...'
+        #[arg(long, short = 'H', value_name = "NAME: VALUE", value_parser = header_arg)]
+        header: Vec<(String, String)>,
+        /// PEM client certificate (chain, leaf first) for agents behind mutual TLS
+        #[arg(long, value_name = "PEM", requires = "key")]
+        cert: Option<PathBuf>,
+        /// PEM private key of --cert
+        #[arg(long, value_name = "PEM", requires = "cert")]
+        key: Option<PathBuf>,
+        /// Progress lines on standard error while the probe waits and as each check ends
+        #[arg(long, value_enum, default_value_t = ProgressArg::Auto)]
+        progress: ProgressArg,
     },
+}
+
+/// When to print progress.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum ProgressArg {
+    /// When standard error is a terminal
+    Auto,
+    /// Always
+    Always,
+    /// Never
+    Never,
+}
+
+fn header_arg(s: &str) -> Result<(String, String), String> {
+    let Some((name, value)) = s.split_once(':') else {
+        return Err(format!("{s:?} is not NAME: VALUE"));
+    };
+    probe::validate_header(name, value)?;
+    Ok((name.trim().to_owned(), value.trim().to_owned()))
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -230,25 +274,100 @@ fn run(cli: Cli) -> Result<u8, Fatal> {
             large_request_bytes,
             memory_steps,
             format,
+            output,
+            strict,
+            skip,
+            warn,
+            header,
+            cert,
+            key,
+            progress,
         } => {
             let mut config = ProbeConfig::new(url)
                 .timeout(timeout)
                 .ready_timeout(ready_timeout)
                 .large_request_bytes(large_request_bytes)
-                .memory_steps(usize::from(memory_steps));
+                .memory_steps(usize::from(memory_steps))
+                .strict(strict);
+            config.skip = skip;
+            config.warn = warn;
+            config.headers = header;
             if let Some(ca) = cacert {
                 config = config.cacert(ca);
             }
-            let report = probe::run(&config).map_err(|e: ProbeError| Fatal(e.to_string()))?;
-            let text = match Format::from(format) {
+            if let (Some(cert), Some(key)) = (cert, key) {
+                config = config.client_identity(cert, key);
+            }
+            let show = match progress {
+                ProgressArg::Always => true,
+                ProgressArg::Never => false,
+                ProgressArg::Auto => io::stderr().is_terminal(),
+            };
+            let base = config.url.trim_end_matches('/').to_owned();
+            let mut on_progress = |p: Progress<'_>| {
+                if show {
+                    print_progress(&base, p);
+                }
+            };
+            let report = match probe::run_with_progress(&config, &mut on_progress) {
+                Ok(r) => r,
+                Err(e) => {
+                    eprintln!("magma-validate: {e}");
+                    ProbeReport::stopped(&config, &e)
+                }
+            };
+            let format = Format::from(format);
+            let text = match format {
                 Format::Human => render::probe_human(&report),
                 Format::Json => render::probe_json(&report),
                 Format::Junit => render::probe_junit(&report),
             };
-            emit(&text)?;
-            Ok(u8::from(!report.is_conformant()))
+            match &output {
+                Some(path) => {
+                    std::fs::write(path, &text).map_err(|e| {
+                        Fatal(format!(
+                            "cannot write the report to {}: {e}",
+                            path.display()
+                        ))
+                    })?;
+                    emit(&render::probe_human(&report))?;
+                }
+                // The reason is on standard error already.
+                None if format == Format::Human && report.stopped.is_some() => {}
+                None => emit(&text)?,
+            }
+            Ok(report.exit_code())
         }
     }
+}
+
+/// One progress line on standard error.
+fn print_progress(base: &str, p: Progress<'_>) {
+    let line = match p {
+        Progress::Waiting {
+            elapsed,
+            limit,
+            last,
+        } => format!(
+            "magma-validate: waiting for {base}/health: {last} ({:.1} s of {} s)",
+            elapsed.as_secs_f64(),
+            limit.as_secs_f64()
+        ),
+        Progress::Finished {
+            index,
+            total,
+            check,
+        } => format!(
+            "[{index:>2}/{total}] {}  {} ({} ms)",
+            render::tag(check.status),
+            check.name,
+            check.duration_ms
+        ),
+        _ => return,
+    };
+    let mut err = io::stderr().lock();
+    let _ = writeln!(err, "{line}");
+    let _ = err.flush();
 }
 
 fn main() -> ExitCode {

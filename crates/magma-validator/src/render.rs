@@ -1,7 +1,11 @@
 //! Output formats: human text, JSON and JUnit XML, for reports and probes.
 
 use std::fmt::Write as _;
+use std::time::Duration;
 
+use quick_junit::{
+    NonSuccessKind, Property, Report as JunitReport, TestCase, TestCaseStatus, TestSuite,
+};
 use serde::Serialize;
 
 use crate::probe::{ProbeReport, Status};
@@ -99,24 +103,6 @@ pub fn report_json(report: &Report, command: &str, source: &str) -> String {
     serde_json::to_string_pretty(&doc).unwrap_or_default() + "\n"
 }
 
-/// Text allowed in XML 1.0, escaped.
-fn xml(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&apos;"),
-            '\t' | '\n' | '\r' => out.push(c),
-            c if (c as u32) < 0x20 || c == '\u{FFFE}' || c == '\u{FFFF}' => out.push('\u{FFFD}'),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
 fn findings_text(findings: &[&Finding]) -> String {
     let mut out = String::new();
     for f in findings {
@@ -129,50 +115,49 @@ fn findings_text(findings: &[&Finding]) -> String {
 /// when there are errors; warnings in its `system-out`.
 pub fn report_junit(report: &Report, command: &str, source: &str) -> String {
     let (errors, _) = report.counts();
-    let failures = usize::from(errors > 0);
-    let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-    let suite = format!("magma-validate {command}");
-    let _ = writeln!(
-        out,
-        "<testsuites name=\"magma-validate\" tests=\"1\" failures=\"{failures}\" errors=\"0\">"
-    );
-    let _ = writeln!(
-        out,
-        "  <testsuite name=\"{}\" tests=\"1\" failures=\"{failures}\" errors=\"0\" skipped=\"0\">",
-        xml(&suite)
-    );
-    let _ = writeln!(
-        out,
-        "    <testcase classname=\"{}\" name=\"{}\">",
-        xml(&suite),
-        xml(&format!(
-            "{} {source} conforms to protocol 2.0",
-            report.kind
-        ))
-    );
-    if errors > 0 {
+    let suite_name = format!("magma-validate {command}");
+    let status = if errors > 0 {
         let errs: Vec<&Finding> = report.errors().collect();
-        let _ = writeln!(
-            out,
-            "      <failure type=\"contract\" message=\"{}\">{}</failure>",
-            xml(&format!(
+        let mut st = TestCaseStatus::non_success(NonSuccessKind::Failure);
+        st.set_type("contract")
+            .set_message(format!(
                 "{}: {}",
                 plural(errors, "error", "errors"),
                 errs[0]
-            )),
-            xml(&findings_text(&errs))
-        );
-    }
+            ))
+            .set_description(findings_text(&errs));
+        st
+    } else {
+        TestCaseStatus::success()
+    };
+    let mut case = TestCase::new(
+        format!("{} {source} conforms to protocol 2.0", report.kind),
+        status,
+    );
+    case.set_classname(suite_name.clone());
     let warns: Vec<&Finding> = report.warnings().collect();
     if !warns.is_empty() || !report.notes.is_empty() {
         let mut text = findings_text(&warns);
         for n in &report.notes {
             let _ = writeln!(text, "note: {n}");
         }
-        let _ = writeln!(out, "      <system-out>{}</system-out>", xml(&text));
+        case.set_system_out(text);
     }
-    out.push_str("    </testcase>\n  </testsuite>\n</testsuites>\n");
-    out
+    let mut suite = TestSuite::new(suite_name);
+    suite.add_test_case(case);
+    let mut doc = JunitReport::new("magma-validate");
+    doc.add_test_suite(suite);
+    junit_text(&doc)
+}
+
+/// The XML text of a JUnit report.
+fn junit_text(doc: &JunitReport) -> String {
+    // Writing to a String fails only on a bug of the writer; say so in the document.
+    doc.to_string().unwrap_or_else(|e| {
+        format!(
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<!-- cannot write the report: {e} -->\n"
+        )
+    })
 }
 
 /// Human text for a probe report.
@@ -186,7 +171,14 @@ pub fn probe_human(report: &ProbeReport) -> String {
             a.agent_id, a.agent_version, a.protocol_version
         );
     }
+    if report.strict {
+        out.push_str(" [--strict: warnings fail]");
+    }
     out.push('\n');
+    if let Some(stopped) = &report.stopped {
+        let _ = writeln!(out, "STOPPED ({}): {}", stopped.kind, stopped.message);
+        return out;
+    }
     let width = report
         .checks
         .iter()
@@ -194,13 +186,7 @@ pub fn probe_human(report: &ProbeReport) -> String {
         .max()
         .unwrap_or(0);
     for c in &report.checks {
-        let tag = match c.status {
-            Status::Pass => "PASS",
-            Status::Warn => "WARN",
-            Status::Fail => "FAIL",
-            Status::Skip => "SKIP",
-        };
-        let _ = writeln!(out, "{tag}  {:width$}  {}", c.name, c.reason);
+        let _ = writeln!(out, "{}  {:width$}  {}", tag(c.status), c.name, c.reason);
         if matches!(c.status, Status::Fail | Status::Warn) {
             // Consumers and fix once per code; repeats get their line only.
             let mut explained: Vec<&str> = Vec::new();
@@ -215,99 +201,107 @@ pub fn probe_human(report: &ProbeReport) -> String {
             }
         }
     }
+    if !report.waived.is_empty() {
+        let list: Vec<String> = report
+            .waived
+            .iter()
+            .map(|w| format!("{} (--{})", w.check, w.waiver.as_str()))
+            .collect();
+        let _ = writeln!(out, "waived: {}", list.join(", "));
+    }
+    out.push_str(&probe_summary_line(report));
+    out
+}
+
+/// `PASS`, `WARN`, `FAIL` or `SKIP`.
+pub fn tag(status: Status) -> &'static str {
+    match status {
+        Status::Pass => "PASS",
+        Status::Warn => "WARN",
+        Status::Fail => "FAIL",
+        Status::Skip => "SKIP",
+    }
+}
+
+/// The last line of the human report: the counts.
+pub fn probe_summary_line(report: &ProbeReport) -> String {
+    if let Some(stopped) = &report.stopped {
+        return format!("stopped before a verdict ({})\n", stopped.kind);
+    }
     let s = &report.summary;
-    let _ = writeln!(
-        out,
-        "{}: {} passed, {} failed, {}, {} skipped",
+    format!(
+        "{}: {} passed, {} failed, {}, {} skipped\n",
         plural(s.total, "check", "checks"),
         s.passed,
         s.failed,
         plural(s.warnings, "warning", "warnings"),
         s.skipped
-    );
-    out
+    )
 }
 
-/// The probe report as one JSON object: `target`, `agent`, `summary`
-/// (`passed`, `failed`, `warnings`, `skipped`, `total`) and `checks`.
+/// The probe report as one JSON object: `target`, `agent`, `strict`,
+/// `summary` (`passed`, `failed`, `warnings`, `skipped`, `total`),
+/// `waived`, `stopped` and `checks`.
 pub fn probe_json(report: &ProbeReport) -> String {
     serde_json::to_string_pretty(report).unwrap_or_default() + "\n"
 }
 
 /// JUnit XML for a probe report: one test case per check; warnings in
-/// `system-out`, skipped checks as `skipped`.
+/// `system-out`, skipped and waived checks as `skipped`; a run stopped
+/// before a verdict is one test case in error, naming what stopped it.
 pub fn probe_junit(report: &ProbeReport) -> String {
-    let s = &report.summary;
-    let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-    let time: f64 = report
-        .checks
-        .iter()
-        .map(|c| c.duration_ms as f64)
-        .sum::<f64>()
-        / 1000.0;
-    let _ = writeln!(
-        out,
-        "<testsuites name=\"magma-validate\" tests=\"{}\" failures=\"{}\" errors=\"0\" skipped=\"{}\" time=\"{time:.3}\">",
-        s.total, s.failed, s.skipped
-    );
-    let _ = writeln!(
-        out,
-        "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" errors=\"0\" skipped=\"{}\" time=\"{time:.3}\">",
-        xml(&format!("magma-validate probe {}", report.target)),
-        s.total,
-        s.failed,
-        s.skipped
-    );
+    let mut suite = TestSuite::new(format!("magma-validate probe {}", report.target));
+    if let Some(stopped) = &report.stopped {
+        let mut st = TestCaseStatus::non_success(NonSuccessKind::Error);
+        st.set_type(stopped.kind.clone())
+            .set_message(stopped.message.clone())
+            .set_description(stopped.message.clone());
+        let mut case = TestCase::new("probe", st);
+        case.set_classname("magma-validate.probe");
+        suite.add_test_case(case);
+    }
+    let mut total = Duration::ZERO;
     for c in &report.checks {
         let errors: Vec<&Finding> = c.findings.iter().filter(|f| f.is_error()).collect();
         let warnings: Vec<&Finding> = c.findings.iter().filter(|f| !f.is_error()).collect();
-        let mut inner = String::new();
-        match c.status {
+        let status = match c.status {
             Status::Fail => {
-                let _ = writeln!(
-                    inner,
-                    "      <failure type=\"{}\" message=\"{}\">{}</failure>",
-                    xml(errors.first().map_or("fail", |f| f.code.as_str())),
-                    xml(&c.reason),
-                    xml(&findings_text(&errors))
-                );
+                let mut st = TestCaseStatus::non_success(NonSuccessKind::Failure);
+                st.set_type(errors.first().map_or("fail", |f| f.code.as_str()))
+                    .set_message(c.reason.clone())
+                    .set_description(findings_text(&errors));
+                st
             }
             Status::Skip => {
-                let _ = writeln!(inner, "      <skipped message=\"{}\"/>", xml(&c.reason));
+                let mut st = TestCaseStatus::skipped();
+                st.set_message(c.reason.clone());
+                st
             }
-            Status::Pass | Status::Warn => {}
-        }
+            Status::Pass | Status::Warn => TestCaseStatus::success(),
+        };
+        let mut case = TestCase::new(c.name.clone(), status);
+        let time = Duration::from_millis(c.duration_ms);
+        total += time;
+        case.set_classname("magma-validate.probe").set_time(time);
         if !warnings.is_empty() {
-            let _ = writeln!(
-                inner,
-                "      <system-out>{}</system-out>",
-                xml(&findings_text(&warnings))
-            );
+            case.set_system_out(findings_text(&warnings));
         }
-        let open = format!(
-            "    <testcase classname=\"magma-validate.probe\" name=\"{}\" time=\"{:.3}\"",
-            xml(&c.name),
-            c.duration_ms as f64 / 1000.0
-        );
-        if inner.is_empty() {
-            let _ = writeln!(out, "{open}/>");
-        } else {
-            let _ = write!(out, "{open}>\n{inner}    </testcase>\n");
+        suite.add_test_case(case);
+    }
+    suite.set_time(total);
+    if !report.waived.is_empty() {
+        for w in &report.waived {
+            suite.add_property(Property::new(
+                format!("waived.{}", w.check),
+                w.waiver.as_str(),
+            ));
         }
     }
-    out.push_str("  </testsuite>\n</testsuites>\n");
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn xml_escapes_markup_and_drops_forbidden_characters() {
-        assert_eq!(
-            xml("a<b>&\"'\u{0}\n"),
-            "a&lt;b&gt;&amp;&quot;&apos;\u{FFFD}\n"
-        );
+    if report.strict {
+        suite.add_property(Property::new("strict", "true"));
     }
+    let mut doc = JunitReport::new("magma-validate");
+    doc.set_time(total);
+    doc.add_test_suite(suite);
+    junit_text(&doc)
 }

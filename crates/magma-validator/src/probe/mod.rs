@@ -2,14 +2,18 @@
 //!
 //! [`run`] calls the agent the way BENCH and GEN do (a new connection per
 //! call, `Content-Type: application/json`, requests shaped like theirs) and
-//! returns one [`CheckResult`] per check: pass, warn (valid but harmful),
-//! fail (a consumer breaks), or skip (an earlier failure makes the check
-//! meaningless). The list of checks and what each catches is in
-//! `docs/validator.md`.
+//! returns one [`CheckResult`] per check: pass, warn, fail, or skip. Every
+//! check has a [`CheckSeverity`] written in its definition: *fail* where a
+//! consumer breaks or the contract is violated on input the consumers
+//! send, *warn* where the contract says otherwise but BENCH and GEN cannot
+//! trigger it. [`ProbeConfig::strict`] turns warnings into failures;
+//! [`ProbeConfig::skip`] and [`ProbeConfig::warn`] waive or soften one
+//! check, and the report lists what was waived. The list of checks is
+//! [`checks`]; what each catches is in `docs/validator.md`.
 
+mod checks;
 mod requests;
 mod session;
-mod suite;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -17,6 +21,8 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::report::{Finding, Severity};
+
+pub use checks::{CheckInfo, checks};
 
 /// How to run the probe.
 #[derive(Debug, Clone)]
@@ -27,17 +33,29 @@ pub struct ProbeConfig {
     /// Longest time one call may take. Default 60 s.
     pub timeout: Duration,
     /// How long to wait for `GET /health` to answer 200 (while the agent
-    /// refuses connections or answers 503) before the health check fails.
-    /// Default 30 s.
+    /// refuses connections or answers 503) before the run stops as not
+    /// ready. Default 30 s.
     pub ready_timeout: Duration,
     /// A PEM file of CA certificates to trust for `https` URLs (for a
     /// self-signed or private-CA agent), in addition to the webpki roots.
     pub cacert: Option<PathBuf>,
+    /// A client certificate chain and its private key (PEM files), for
+    /// agents behind mutual TLS.
+    pub client_identity: Option<(PathBuf, PathBuf)>,
+    /// Headers sent with every call (`Authorization`, a proxy's key), as
+    /// name and value.
+    pub headers: Vec<(String, String)>,
     /// Approximate size in bytes of the large request's memory. Default
     /// 1 MiB.
     pub large_request_bytes: usize,
     /// Steps of the memory round trip. Default 4.
     pub memory_steps: usize,
+    /// Warnings count as failures (except checks softened with `warn`).
+    pub strict: bool,
+    /// Checks not run (waived), by name.
+    pub skip: Vec<String>,
+    /// Checks whose failures count as warnings, by name.
+    pub warn: Vec<String>,
 }
 
 impl ProbeConfig {
@@ -48,8 +66,13 @@ impl ProbeConfig {
             timeout: Duration::from_secs(60),
             ready_timeout: Duration::from_secs(30),
             cacert: None,
+            client_identity: None,
+            headers: Vec::new(),
             large_request_bytes: 1 << 20,
             memory_steps: 4,
+            strict: false,
+            skip: Vec::new(),
+            warn: Vec::new(),
         }
     }
 
@@ -71,6 +94,18 @@ impl ProbeConfig {
         self
     }
 
+    /// Sets [`client_identity`](Self::client_identity).
+    pub fn client_identity(mut self, cert: impl Into<PathBuf>, key: impl Into<PathBuf>) -> Self {
+        self.client_identity = Some((cert.into(), key.into()));
+        self
+    }
+
+    /// Adds a header to every call.
+    pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.headers.push((name.into(), value.into()));
+        self
+    }
+
     /// Sets [`large_request_bytes`](Self::large_request_bytes).
     pub fn large_request_bytes(mut self, bytes: usize) -> Self {
         self.large_request_bytes = bytes;
@@ -82,29 +117,75 @@ impl ProbeConfig {
         self.memory_steps = steps.max(2);
         self
     }
+
+    /// Sets [`strict`](Self::strict).
+    pub fn strict(mut self, strict: bool) -> Self {
+        self.strict = strict;
+        self
+    }
+
+    /// Waives the check `name`: it is not run.
+    pub fn skip(mut self, name: impl Into<String>) -> Self {
+        self.skip.push(name.into());
+        self
+    }
+
+    /// Softens the check `name`: its failures count as warnings.
+    pub fn warn(mut self, name: impl Into<String>) -> Self {
+        self.warn.push(name.into());
+        self
+    }
 }
 
-/// Why the suite could not run at all (exit code 2): no verdict on the
-/// agent is possible.
+/// Why the suite could not run to a verdict (exit code 2).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ProbeError {
     /// The settings cannot be used: a bad URL, an unreadable `--cacert`,
-    /// `https` without TLS support.
+    /// an unknown check name, a malformed header.
     #[error("cannot probe: {0}")]
     Config(String),
-    /// Nothing answered at the URL within the ready timeout.
+    /// Something accepted the connection but no HTTP answer came back.
     #[error("cannot reach the agent: {0}")]
     Unreachable(String),
-    /// The TLS handshake failed: the certificate is not trusted, or does not
-    /// match the host, or the server does not speak TLS.
-    #[error(
-        "TLS handshake with the agent failed: {0}. BENCH and GEN (Python requests) verify \
-         certificates the same way and would not connect either; pass the CA that signed \
-         the agent's certificate with --cacert (and give it to the consumers with \
-         REQUESTS_CA_BUNDLE)"
-    )]
-    Tls(String),
+    /// The TLS handshake failed; `hint` says what to do, when that is known.
+    #[error("TLS handshake with the agent failed: {why}{}", hint_suffix(.hint))]
+    Tls {
+        /// What failed.
+        why: String,
+        /// What to do about it (empty when nothing specific is known).
+        hint: String,
+    },
+    /// `GET /health` did not answer 200 within the ready timeout: nothing
+    /// accepted connections, or the agent kept answering 503.
+    #[error("the agent is not ready: {0}")]
+    NotReady(String),
+    /// `/health` and `/v1/info` both answered 404: the URL is not the
+    /// agent's base URL.
+    #[error("wrong base URL: {0}")]
+    WrongBaseUrl(String),
+}
+
+fn hint_suffix(hint: &str) -> String {
+    if hint.is_empty() {
+        String::new()
+    } else {
+        format!(". {hint}")
+    }
+}
+
+impl ProbeError {
+    /// A stable name: `config`, `unreachable`, `tls`, `not_ready`,
+    /// `wrong_base_url`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ProbeError::Config(_) => "config",
+            ProbeError::Unreachable(_) => "unreachable",
+            ProbeError::Tls { .. } => "tls",
+            ProbeError::NotReady(_) => "not_ready",
+            ProbeError::WrongBaseUrl(_) => "wrong_base_url",
+        }
+    }
 }
 
 /// The outcome of one check.
@@ -113,11 +194,13 @@ pub enum ProbeError {
 pub enum Status {
     /// Conformant.
     Pass,
-    /// Conformant, with warnings: valid but harmful with a consumer.
+    /// A warning: valid but harmful with a consumer, or a fault of a check
+    /// whose severity is warn.
     Warn,
-    /// A consumer breaks.
+    /// A fault of a check whose severity is fail (or any warning with
+    /// `strict`).
     Fail,
-    /// Not run, because an earlier failure makes it meaningless.
+    /// Not run: waived, or an earlier failure makes it meaningless.
     Skip,
 }
 
@@ -133,6 +216,48 @@ impl Status {
     }
 }
 
+/// How much a check's fault counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CheckSeverity {
+    /// A consumer breaks, or the contract is violated on input the
+    /// consumers send: the check fails (exit 1).
+    Fail,
+    /// The contract says otherwise, but BENCH and GEN cannot trigger it:
+    /// the check warns (exit 0 unless `strict`).
+    Warn,
+}
+
+impl CheckSeverity {
+    /// `fail` or `warn`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CheckSeverity::Fail => "fail",
+            CheckSeverity::Warn => "warn",
+        }
+    }
+}
+
+/// How a check was waived by the user.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Waiver {
+    /// Not run (`--skip`).
+    Skip,
+    /// Its faults count as warnings (`--warn`).
+    Warn,
+}
+
+impl Waiver {
+    /// `skip` or `warn`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Waiver::Skip => "skip",
+            Waiver::Warn => "warn",
+        }
+    }
+}
+
 /// One check of the suite.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct CheckResult {
@@ -140,10 +265,15 @@ pub struct CheckResult {
     pub name: String,
     /// What it checks, in a few words.
     pub title: String,
+    /// The severity it ran with: its definition's, or warn when softened.
+    pub severity: CheckSeverity,
     /// Pass, warn, fail or skip.
     pub status: Status,
-    /// Why, in one line: what was verified, or the first failure.
+    /// Why, in one line: what was verified, or the first fault.
     pub reason: String,
+    /// How the user waived it, if they did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waived: Option<Waiver>,
     /// Every error and warning, with consumer impact and fix.
     pub findings: Vec<Finding>,
     /// Wall time of the check in milliseconds.
@@ -176,6 +306,24 @@ pub struct AgentIdentity {
     pub protocol_version: String,
 }
 
+/// A check the user waived, and how.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Waived {
+    /// The check's name.
+    pub check: String,
+    /// Skipped or softened.
+    pub waiver: Waiver,
+}
+
+/// What stopped a run before a verdict (exit code 2).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Stopped {
+    /// [`ProbeError::kind`].
+    pub kind: String,
+    /// The whole message.
+    pub message: String,
+}
+
 /// The result of a probe run.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ProbeReport {
@@ -183,8 +331,14 @@ pub struct ProbeReport {
     pub target: String,
     /// The agent, if `/v1/info` could be read.
     pub agent: Option<AgentIdentity>,
+    /// Whether warnings counted as failures.
+    pub strict: bool,
     /// Counts.
     pub summary: Summary,
+    /// The checks the user waived.
+    pub waived: Vec<Waived>,
+    /// Set when the run stopped before a verdict; `checks` is then empty.
+    pub stopped: Option<Stopped>,
     /// Every check, in the order run.
     pub checks: Vec<CheckResult>,
 }
@@ -193,6 +347,7 @@ impl ProbeReport {
     pub(crate) fn new(
         target: String,
         agent: Option<AgentIdentity>,
+        config: &ProbeConfig,
         checks: Vec<CheckResult>,
     ) -> Self {
         let mut summary = Summary {
@@ -207,17 +362,57 @@ impl ProbeReport {
                 Status::Skip => summary.skipped += 1,
             }
         }
+        let waived = checks
+            .iter()
+            .filter_map(|c| {
+                c.waived.map(|waiver| Waived {
+                    check: c.name.clone(),
+                    waiver,
+                })
+            })
+            .collect();
         ProbeReport {
             target,
             agent,
+            strict: config.strict,
             summary,
+            waived,
+            stopped: None,
             checks,
         }
     }
 
-    /// `true` when no check failed (exit code 0).
+    /// The report of a run that `error` stopped: no checks, and `stopped`
+    /// naming what happened. What the CLI writes on exit code 2.
+    pub fn stopped(config: &ProbeConfig, error: &ProbeError) -> ProbeReport {
+        ProbeReport {
+            target: config.url.trim_end_matches('/').to_owned(),
+            agent: None,
+            strict: config.strict,
+            summary: Summary::default(),
+            waived: Vec::new(),
+            stopped: Some(Stopped {
+                kind: error.kind().to_owned(),
+                message: error.to_string(),
+            }),
+            checks: Vec::new(),
+        }
+    }
+
+    /// `true` when the run reached a verdict and no check failed (exit
+    /// code 0).
     pub fn is_conformant(&self) -> bool {
-        self.summary.failed == 0
+        self.stopped.is_none() && self.summary.failed == 0
+    }
+
+    /// The exit code of `magma-validate probe`: 0 conformant, 1 a check
+    /// failed, 2 the run stopped before a verdict.
+    pub fn exit_code(&self) -> u8 {
+        if self.stopped.is_some() {
+            2
+        } else {
+            u8::from(self.summary.failed > 0)
+        }
     }
 
     /// The check named `name`.
@@ -226,20 +421,59 @@ impl ProbeReport {
     }
 }
 
+/// What the probe reports while it runs.
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub enum Progress<'a> {
+    /// Still waiting for `GET /health` to answer 200.
+    Waiting {
+        /// Time spent waiting so far.
+        elapsed: Duration,
+        /// The ready timeout.
+        limit: Duration,
+        /// The last answer: `connection refused`, `503 ...`.
+        last: &'a str,
+    },
+    /// A check has finished.
+    Finished {
+        /// Its position, from 1.
+        index: usize,
+        /// Number of checks.
+        total: usize,
+        /// Its result.
+        check: &'a CheckResult,
+    },
+}
+
+/// Checks that `name: value` can be sent as a header; the error says why
+/// not.
+pub fn validate_header(name: &str, value: &str) -> Result<(), String> {
+    session::parse_header(name, value).map(|_| ())
+}
+
 /// Runs the whole suite against the agent at `config.url`.
 ///
-/// Returns `Err` only when the suite cannot run at all (bad settings,
-/// nothing listening, TLS refused); every finding about the agent is in
-/// the report. Blocks the calling thread; do not call it from inside an
-/// async runtime.
+/// Returns `Err` only when the suite cannot reach a verdict (bad settings,
+/// nothing listening, TLS refused, not ready in time, wrong base URL);
+/// every finding about the agent is in the report. Blocks the calling
+/// thread; do not call it from inside an async runtime.
 pub fn run(config: &ProbeConfig) -> Result<ProbeReport, ProbeError> {
-    suite::run(config)
+    checks::run(config, &mut |_| {})
+}
+
+/// Like [`run`], calling `progress` while it waits for the agent and as
+/// each check finishes.
+pub fn run_with_progress(
+    config: &ProbeConfig,
+    progress: &mut dyn FnMut(Progress<'_>),
+) -> Result<ProbeReport, ProbeError> {
+    checks::run(config, progress)
 }
 
 /// Builds a check's result from its findings.
 #[derive(Debug)]
 pub(crate) struct Check {
-    name: String,
+    name: &'static str,
     title: &'static str,
     findings: Vec<Finding>,
     verified: Vec<String>,
@@ -249,9 +483,9 @@ pub(crate) struct Check {
 }
 
 impl Check {
-    pub(crate) fn new(name: impl Into<String>, title: &'static str) -> Check {
+    pub(crate) fn new(name: &'static str, title: &'static str) -> Check {
         Check {
-            name: name.into(),
+            name,
             title,
             findings: Vec::new(),
             verified: Vec::new(),
@@ -259,6 +493,11 @@ impl Check {
             context: String::new(),
             started: std::time::Instant::now(),
         }
+    }
+
+    /// The check's name.
+    pub(crate) fn name(&self) -> &'static str {
+        self.name
     }
 
     pub(crate) fn push(&mut self, mut finding: Finding) {
@@ -285,16 +524,32 @@ impl Check {
         self.verified.push(what.into());
     }
 
-    pub(crate) fn skip(mut self, why: impl Into<String>) -> CheckResult {
+    /// Marks the check as not run.
+    pub(crate) fn skip(&mut self, why: impl Into<String>) {
         self.skipped = Some(why.into());
-        self.finish()
     }
 
     pub(crate) fn failed(&self) -> bool {
         self.findings.iter().any(Finding::is_error)
     }
 
-    pub(crate) fn finish(self) -> CheckResult {
+    pub(crate) fn warned(&self) -> bool {
+        self.findings
+            .iter()
+            .any(|f| f.severity == Severity::Warning)
+    }
+
+    /// Sets every finding to `severity` (a softened check's errors become
+    /// warnings; with `strict`, warnings become errors).
+    pub(crate) fn regrade(&mut self, from: Severity, to: Severity) {
+        for f in &mut self.findings {
+            if f.severity == from {
+                f.severity = to;
+            }
+        }
+    }
+
+    pub(crate) fn finish(self, severity: CheckSeverity, waived: Option<Waiver>) -> CheckResult {
         let errors: Vec<&Finding> = self.findings.iter().filter(|f| f.is_error()).collect();
         let warnings = self
             .findings
@@ -328,10 +583,12 @@ impl Check {
             (Status::Pass, self.verified.join("; "))
         };
         CheckResult {
-            name: self.name,
+            name: self.name.to_owned(),
             title: self.title.to_owned(),
+            severity,
             status,
             reason,
+            waived,
             findings: self.findings,
             duration_ms: u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX),
         }

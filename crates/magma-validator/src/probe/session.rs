@@ -1,14 +1,15 @@
 //! One probe run's connection to the agent and the shared logic of an
 //! exchange: send, check status, body, candidate sequence and lints.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use magma_client::http::Method;
-use magma_client::http::header::{ACCEPT, HeaderValue};
+use magma_client::http::header::{ACCEPT, HeaderName, HeaderValue};
 use magma_client::{Client, ErrorKind, RawRequest, RawResponse};
-use magma_protocol::{AgentRequest, AgentResponse};
+use magma_protocol::{AgentRequest, AgentResponse, Outcome};
 
-use super::{Check, ProbeConfig, ProbeError};
+use super::{AgentIdentity, Check, ProbeConfig, ProbeError};
 use crate::check::{issue_findings, mismatch_finding};
 use crate::explain::Lint;
 use crate::report::{Finding, shorten};
@@ -23,13 +24,44 @@ pub(crate) const RESPONSES_STATUS_IMPACT: &str = "BENCH and GEN call raise_for_s
      POST /v1/responses: a non-2xx answer is fatal for the run (GEN appends the body to its \
      error)";
 
+/// The first answer of `GET /health` that was not 503.
+#[derive(Debug)]
+pub(crate) struct Ready {
+    pub(crate) answer: RawResponse,
+    pub(crate) attempts: u32,
+    pub(crate) waited: Duration,
+}
+
+/// Candidates of the valid responses to the inference checks.
+#[derive(Debug, Default)]
+pub(crate) struct Tally {
+    pub(crate) candidates: usize,
+    pub(crate) completed: usize,
+    /// Error candidates by `error.code`.
+    pub(crate) error_codes: BTreeMap<String, usize>,
+}
+
+#[derive(Debug)]
 pub(crate) struct Session {
     client: Client,
     pub(crate) config: ProbeConfig,
+    headers: Vec<(HeaderName, HeaderValue)>,
     seq: u64,
     /// `METHOD path: content-type` of 2xx answers whose type is not JSON.
     pub(crate) content_types: Vec<String>,
     pub(crate) json_answers: usize,
+    pub(crate) ready: Option<Ready>,
+    pub(crate) agent: Option<AgentIdentity>,
+    pub(crate) tally: Tally,
+}
+
+/// `Name: value` as a header, or why not.
+pub(crate) fn parse_header(name: &str, value: &str) -> Result<(HeaderName, HeaderValue), String> {
+    let name = HeaderName::from_bytes(name.trim().as_bytes())
+        .map_err(|_| format!("{:?} is not a valid header name", name.trim()))?;
+    let value = HeaderValue::from_str(value.trim())
+        .map_err(|_| format!("the value of header {name} holds a character not allowed"))?;
+    Ok((name, value))
 }
 
 impl Session {
@@ -52,15 +84,38 @@ impl Session {
                 ca.display()
             )));
         }
+        if let Some((cert, key)) = &config.client_identity {
+            #[cfg(feature = "tls")]
+            {
+                builder = builder.client_identity_files(cert, key);
+            }
+            #[cfg(not(feature = "tls"))]
+            return Err(ProbeError::Config(format!(
+                "--cert {} --key {} need the `tls` feature of magma-validator",
+                cert.display(),
+                key.display()
+            )));
+        }
+        let headers = config
+            .headers
+            .iter()
+            .map(|(n, v)| {
+                parse_header(n, v).map_err(|e| ProbeError::Config(format!("--header: {e}")))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         let client = builder
             .build()
             .map_err(|e| ProbeError::Config(e.to_string()))?;
         Ok(Session {
             client,
             config: config.clone(),
+            headers,
             seq: 0,
             content_types: Vec::new(),
             json_answers: 0,
+            ready: None,
+            agent: None,
+            tally: Tally::default(),
         })
     }
 
@@ -74,7 +129,11 @@ impl Session {
         format!("magma-validate-{what}-{:08x}", self.seq)
     }
 
-    pub(crate) fn call(&self, request: RawRequest) -> Result<RawResponse, magma_client::Error> {
+    /// Sends `request` with the user's headers.
+    pub(crate) fn call(&self, mut request: RawRequest) -> Result<RawResponse, magma_client::Error> {
+        for (name, value) in &self.headers {
+            request.headers_mut().insert(name.clone(), value.clone());
+        }
         self.client.execute(request)
     }
 
@@ -170,6 +229,19 @@ impl Session {
         }
         check.extend(lint::response(&response, Some(request)));
         check.extend(lint::error_candidates(&response));
+        for c in response.candidates() {
+            self.tally.candidates += 1;
+            match &c.outcome {
+                Outcome::Completed(_) => self.tally.completed += 1,
+                Outcome::Error(e) => {
+                    *self
+                        .tally
+                        .error_codes
+                        .entry(e.code.as_str().to_owned())
+                        .or_default() += 1;
+                }
+            }
+        }
         Some(response)
     }
 }
@@ -257,4 +329,50 @@ pub(crate) fn content_type_finding(entries: &[String]) -> Finding {
     )
     .with_impact(Lint::ContentType.impact())
     .with_fix(Lint::ContentType.fix())
+}
+
+/// The client's words for a TLS failure, without advice about its own API,
+/// and the flag that helps.
+pub(crate) fn tls_error(why: &str, config: &ProbeConfig) -> ProbeError {
+    // The client names its builder methods; the probe names its flags.
+    let mut text = why.to_owned();
+    for (from, to) in [
+        (
+            " (mutual TLS; see ClientBuilder::client_identity_files)",
+            " (mutual TLS)",
+        ),
+        ("; set one with ClientBuilder::client_identity_files", ""),
+        ("; trust the CA with ClientBuilder::ca_file (--cacert)", ""),
+    ] {
+        text = text.replace(from, to);
+    }
+    if let Some(at) = text.find("ClientBuilder::") {
+        let cut = text[..at].rfind(';').unwrap_or(at);
+        text.truncate(cut);
+    }
+    let lower = text.to_ascii_lowercase();
+    let hint = if lower.contains("client certificate") {
+        if config.client_identity.is_some() {
+            "The agent asks for a client certificate (mutual TLS) and refused the one given \
+             with --cert/--key: use a certificate signed by a CA the agent trusts"
+        } else {
+            "The agent asks for a client certificate (mutual TLS): pass one with \
+             --cert FILE --key FILE"
+        }
+    } else if lower.contains("not trusted") {
+        "BENCH and GEN (Python requests) verify certificates the same way and would not \
+         connect either; pass the CA that signed the agent's certificate with --cacert (and \
+         give it to the consumers with REQUESTS_CA_BUNDLE)"
+    } else if lower.contains("did not answer with tls") || lower.contains("is it speaking tls") {
+        "The agent speaks plain HTTP on this port: use an http:// URL, or put TLS in front \
+         of it"
+    } else if lower.contains("not valid for this host name") {
+        "Use the host name the certificate was issued for in the URL"
+    } else {
+        ""
+    };
+    ProbeError::Tls {
+        why: text,
+        hint: hint.to_owned(),
+    }
 }

@@ -222,7 +222,15 @@ fn status_200_for_invalid_requests() {
         .filter(|c| c["name"].as_str().unwrap().starts_with("invalid-request/"))
         .collect();
     assert!(invalid.len() >= 10);
-    assert!(invalid.iter().all(|c| c["status"] == "fail"));
+    // Every one fails but NaN, a warn check: consumers cannot send NaN.
+    for c in invalid {
+        let expected = if c["name"] == "invalid-request/nan" {
+            "warn"
+        } else {
+            "fail"
+        };
+        assert_eq!(c["status"], expected, "{c:#}");
+    }
 }
 
 #[test]
@@ -236,14 +244,58 @@ fn status_500_for_empty_inputs() {
 }
 
 #[test]
-fn health_503_forever_with_a_bounded_wait() {
+fn health_503_forever_is_one_not_ready_outcome() {
+    let server = AgentServer::start(Fault::HealthUnavailable);
     let started = std::time::Instant::now();
-    let report = assert_fails(Fault::HealthUnavailable, "health", "not_ready", "503");
+    let (exit, report, stderr) = probe(&server.url(), &[]);
     // --ready-timeout 0.5: the wait is bounded.
     assert!(started.elapsed() < std::time::Duration::from_secs(10));
-    // Checks that need a ready agent are skipped, not failed ten times over.
-    assert_eq!(check(&report, "ordering")["status"], "skip");
-    assert_eq!(check(&report, "health-after")["status"], "fail");
+    assert_eq!(exit, 2, "{report:#}");
+    // Reported once: one stop, no check counted (health and health-after
+    // would say the same thing).
+    assert_eq!(report["stopped"]["kind"], "not_ready", "{report:#}");
+    assert_eq!(report["checks"].as_array().unwrap().len(), 0);
+    let message = report["stopped"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("503") && message.contains("Models are not ready"),
+        "{message}"
+    );
+    assert!(message.contains("--ready-timeout"), "{message}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+}
+
+#[test]
+fn an_agent_whose_every_candidate_is_an_error_fails() {
+    let report = assert_fails(
+        Fault::AllErrorCandidates,
+        "decisions",
+        "no_completed_candidate",
+        "upstream_401",
+    );
+    let c = check(&report, "decisions");
+    let reason = c["reason"].as_str().unwrap();
+    assert!(reason.contains("invalid_output"), "{reason}");
+    assert!(
+        c["findings"][0]["impact"]
+            .as_str()
+            .unwrap()
+            .contains("first step"),
+        "{c:#}"
+    );
+    // Each exchange on its own is valid: the inference checks only warn.
+    assert_eq!(check(&report, "ordering")["status"], "warn");
+    assert_eq!(report["summary"]["failed"], 1, "{report:#}");
+}
+
+#[test]
+fn info_500_names_the_known_causes() {
+    let report = assert_fails(Fault::InfoServerError, "info", "http_status", "500");
+    let fix = check(&report, "info")["findings"][0]["fix"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(fix.contains("coaching_session_version"), "{fix}");
+    assert!(!fix.contains("while models load"), "{fix}");
 }
 
 #[test]

@@ -10,14 +10,20 @@ use magma_server::{Config, Server};
 use crate::support::{AgentServer, Fault, check, code, probe, run, stderr, stdout};
 
 /// `magma-server` serving the demo agent on 127.0.0.1, on its own thread.
-struct RealServer {
+pub(crate) struct RealServer {
     addr: SocketAddr,
+    https: bool,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl RealServer {
     fn start() -> RealServer {
+        RealServer::start_with(Config::default())
+    }
+
+    pub(crate) fn start_with(config: Config) -> RealServer {
+        let https = config.tls.is_some();
         let (addr_tx, addr_rx) = std::sync::mpsc::channel();
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let thread = std::thread::spawn(move || {
@@ -26,7 +32,7 @@ impl RealServer {
                 .build()
                 .expect("runtime");
             rt.block_on(async move {
-                let server = Server::bind("127.0.0.1:0", Config::default())
+                let server = Server::bind("127.0.0.1:0", config)
                     .await
                     .expect("bind magma-server");
                 addr_tx.send(server.local_addr()).expect("send address");
@@ -40,13 +46,15 @@ impl RealServer {
         let addr = addr_rx.recv().expect("magma-server address");
         RealServer {
             addr,
+            https,
             stop: Some(stop_tx),
             thread: Some(thread),
         }
     }
 
-    fn url(&self) -> String {
-        format!("http://{}", self.addr)
+    pub(crate) fn url(&self) -> String {
+        let scheme = if self.https { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr)
     }
 }
 
@@ -93,7 +101,7 @@ fn human_and_junit_formats() {
     let xml = stdout(&out);
     assert!(xml.starts_with("<?xml"));
     assert!(xml.contains("failures=\"0\""), "{xml}");
-    assert!(xml.contains("<testcase classname=\"magma-validate.probe\" name=\"ordering\""));
+    assert!(xml.contains("<testcase name=\"ordering\" classname=\"magma-validate.probe\""));
     assert!(xml.matches("<testcase ").count() >= 20, "{xml}");
 }
 
@@ -104,10 +112,19 @@ fn failures_in_junit_and_human_output_name_the_fault() {
     let out = run(&["probe", &url, "--format", "junit"], b"");
     assert_eq!(code(&out), 1);
     let xml = stdout(&out);
-    assert!(
-        xml.contains("<failure type=\"candidates_mismatch\""),
-        "{xml}"
-    );
+    let doc = quick_junit::Report::deserialize_from_str(&xml).expect("valid JUnit XML");
+    let ordering = doc.test_suites[0]
+        .test_cases
+        .iter()
+        .find(|c| c.name.as_str() == "ordering")
+        .expect("an ordering test case");
+    match &ordering.status {
+        quick_junit::TestCaseStatus::NonSuccess { kind, ty, .. } => {
+            assert_eq!(*kind, quick_junit::NonSuccessKind::Failure);
+            assert_eq!(ty.as_ref().unwrap().as_str(), "candidates_mismatch");
+        }
+        other => panic!("ordering should fail: {other:?}"),
+    }
     let out = run(&["probe", &url], b"");
     assert_eq!(code(&out), 1);
     let text = stdout(&out);
@@ -129,8 +146,9 @@ fn an_agent_that_cannot_be_reached_is_an_io_error() {
     let url = format!("http://127.0.0.1:{port}");
     let (exit, report, stderr) = probe(&url, &[]);
     assert_eq!(exit, 2);
-    assert!(report.is_null());
-    assert!(stderr.contains("cannot reach the agent"), "{stderr}");
+    // Refused connections past --ready-timeout: not ready, like 503.
+    assert_eq!(report["stopped"]["kind"], "not_ready", "{report:#}");
+    assert!(stderr.contains("not ready"), "{stderr}");
     assert!(stderr.contains("refused"), "{stderr}");
 }
 

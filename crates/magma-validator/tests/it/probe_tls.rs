@@ -8,6 +8,9 @@ use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, 
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
+use magma_server::{Config, TlsConfig};
+
+use crate::probe_live::RealServer;
 use crate::support::{AgentServer, Fault, TempDir, probe};
 
 /// A CA and a server certificate for 127.0.0.1 signed by it.
@@ -67,8 +70,9 @@ fn https_with_an_untrusted_certificate_is_refused_clearly() {
     let server = AgentServer::start_with(Fault::None, Some(trusted.server));
     let (exit, report, stderr) = probe(&server.url(), &[]);
     assert_eq!(exit, 2, "{report:#}");
-    assert!(report.is_null());
+    assert_eq!(report["stopped"]["kind"], "tls", "{report:#}");
     assert!(stderr.contains("not trusted"), "{stderr}");
+    assert!(!stderr.contains("ClientBuilder"), "{stderr}");
     assert!(stderr.contains("--cacert"), "{stderr}");
     assert!(stderr.contains("BENCH and GEN"), "{stderr}");
 
@@ -84,4 +88,66 @@ fn https_with_an_untrusted_certificate_is_refused_clearly() {
     let (exit, _, stderr) = probe(&server.url(), &["--cacert", "/nonexistent/ca.pem"]);
     assert_eq!(exit, 2);
     assert!(stderr.contains("/nonexistent/ca.pem"), "{stderr}");
+}
+
+/// A client CA and a client certificate it signed, as PEM files in `dir`:
+/// `(client CA, client certificate, client key)`.
+fn client_identity(dir: &TempDir) -> (String, String, String) {
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca.distinguished_name
+        .push(DnType::CommonName, "magma-validator client CA");
+    ca.key_usages = vec![KeyUsagePurpose::KeyCertSign];
+    let ca_pem = ca.self_signed(&ca_key).unwrap().pem();
+    let issuer = Issuer::new(ca, ca_key);
+    let key = KeyPair::generate().unwrap();
+    let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    params
+        .distinguished_name
+        .push(DnType::CommonName, "magma-validate in CI");
+    params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+    let cert = params.signed_by(&key, &issuer).unwrap();
+    (
+        dir.file("client-ca.pem", ca_pem.as_bytes()),
+        dir.file("client.pem", cert.pem().as_bytes()),
+        dir.file("client-key.pem", key.serialize_pem().as_bytes()),
+    )
+}
+
+#[test]
+fn mutual_tls_magma_server_with_and_without_a_client_certificate() {
+    let dir = TempDir::new("mtls");
+    let (client_ca, cert, key) = client_identity(&dir);
+    let server_dir = TempDir::new("mtls-server");
+    let (tls, files) = TlsConfig::self_signed(
+        server_dir.path(),
+        &["127.0.0.1".to_owned()],
+        Some(std::path::Path::new(&client_ca)),
+    )
+    .expect("development certificate");
+    assert!(tls.requires_client_certificate());
+    let mut config = Config::default();
+    config.tls = Some(tls);
+    let server = RealServer::start_with(config);
+    let url = server.url();
+    let ca = files.ca_cert.display().to_string();
+
+    let (exit, report, stderr) = probe(&url, &["--cacert", &ca, "--cert", &cert, "--key", &key]);
+    assert_eq!(exit, 0, "{report:#} {stderr}");
+    assert_eq!(report["summary"]["failed"], 0, "{report:#}");
+    assert_eq!(report["agent"]["agent_id"], "magma-demo-agent");
+
+    let (exit, report, stderr) = probe(&url, &["--cacert", &ca]);
+    assert_eq!(exit, 2, "{report:#}");
+    assert_eq!(report["stopped"]["kind"], "tls", "{report:#}");
+    assert!(stderr.contains("client certificate"), "{stderr}");
+    assert!(stderr.contains("--cert FILE --key FILE"), "{stderr}");
+    assert!(!stderr.contains("--cacert"), "{stderr}");
+    assert!(!stderr.contains("ClientBuilder"), "{stderr}");
+
+    // --cert without --key is a usage error.
+    let (exit, _, stderr) = probe(&url, &["--cacert", &ca, "--cert", &cert]);
+    assert_eq!(exit, 2);
+    assert!(stderr.contains("--key"), "{stderr}");
 }

@@ -16,8 +16,8 @@ use http_body_util::{BodyExt, Full};
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use magma_validator::magma_protocol::{
-    AgentDecision, AgentInput, AgentRequest, AgentResponse, Candidate, NonEmptyString, Object,
-    ToolCall,
+    AgentDecision, AgentError, AgentInput, AgentRequest, AgentResponse, Candidate, NonEmptyString,
+    Object, ToolCall,
 };
 use serde_json::Value;
 
@@ -72,6 +72,10 @@ impl TempDir {
         TempDir(dir)
     }
 
+    pub(crate) fn path(&self) -> &std::path::Path {
+        &self.0
+    }
+
     pub(crate) fn file(&self, name: &str, contents: &[u8]) -> String {
         let path = self.0.join(name);
         std::fs::write(&path, contents).expect("write temp file");
@@ -108,7 +112,20 @@ pub(crate) enum Fault {
     EmptyDecision,
     MemoryListDropped,
     TextPlainContentType,
+    /// What a stock FastAPI agent does: 500 for NaN (it cannot render its 422).
+    NanServerError,
+    /// Every candidate is an error (a model provider refusing every call).
+    AllErrorCandidates,
+    /// `/v1/info` answers 500 (AgentInfo built with a removed field).
+    InfoServerError,
+    /// Every path answers 401 without `Authorization: Bearer s3cret`.
+    RequiresAuthorization,
+    /// Each POST /v1/responses takes 300 ms (a model behind it).
+    Slow,
 }
+
+/// The header `Fault::RequiresAuthorization` wants.
+pub(crate) const AUTHORIZATION: &str = "Bearer s3cret";
 
 struct Reply {
     status: u16,
@@ -163,6 +180,16 @@ fn responses(fault: Fault, body: &[u8]) -> Reply {
     let request = match AgentRequest::from_slice(body) {
         Ok(r) => r,
         Err(_) if fault == Fault::OkForInvalidRequests => return Reply::json(200, "[]"),
+        Err(_)
+            if fault == Fault::NanServerError && String::from_utf8_lossy(body).contains("NaN") =>
+        {
+            return Reply {
+                status: 500,
+                content_type: "text/plain; charset=utf-8",
+                body: "Internal Server Error".to_owned(),
+                allow: None,
+            };
+        }
         Err(e) => return Reply::json(422, e.to_fastapi_body().to_json_string()),
     };
     if request.inputs().is_empty() && fault == Fault::ServerErrorOnEmptyInputs {
@@ -173,7 +200,18 @@ fn responses(fault: Fault, body: &[u8]) -> Reply {
             allow: None,
         };
     }
-    let response = AgentResponse::build(&request, |input, _k| {
+    let response = AgentResponse::build(&request, |input, k| {
+        if fault == Fault::AllErrorCandidates {
+            let code = if k == 0 {
+                "upstream_401"
+            } else {
+                "invalid_output"
+            };
+            return Candidate::new(
+                input.memory.clone(),
+                AgentError::new(code, "the model provider refused the call"),
+            );
+        }
         Candidate::new(input.memory.clone(), decision(fault, input))
     });
     let mut v: Value = serde_json::from_str(&response.to_json_string()).unwrap();
@@ -248,6 +286,12 @@ fn info(fault: Fault) -> String {
 
 fn handle(fault: Fault, method: &Method, path: &str, body: &[u8]) -> Reply {
     let mut reply = match (method, path) {
+        (&Method::GET, "/v1/info") if fault == Fault::InfoServerError => Reply {
+            status: 500,
+            content_type: "text/plain; charset=utf-8",
+            body: "Internal Server Error".to_owned(),
+            allow: None,
+        },
         (&Method::GET, "/health") => match fault {
             Fault::HealthUnavailable => Reply::json(503, r#"{"detail":"Models are not ready"}"#),
             Fault::HealthExtraField => Reply::json(200, r#"{"status":"ready","uptime_s":12}"#),
@@ -316,7 +360,20 @@ impl AgentServer {
                                     .await
                                     .map(|b| b.to_bytes())
                                     .unwrap_or_default();
-                                let reply = handle(fault, &parts.method, parts.uri.path(), &body);
+                                let authorized = parts
+                                    .headers
+                                    .get("authorization")
+                                    .is_some_and(|v| v == AUTHORIZATION);
+                                let reply = if fault == Fault::RequiresAuthorization && !authorized
+                                {
+                                    Reply::json(401, r#"{"detail":"Not authenticated"}"#)
+                                } else {
+                                    if fault == Fault::Slow && parts.method == Method::POST {
+                                        tokio::time::sleep(std::time::Duration::from_millis(300))
+                                            .await;
+                                    }
+                                    handle(fault, &parts.method, parts.uri.path(), &body)
+                                };
                                 let mut builder = Response::builder()
                                     .status(StatusCode::from_u16(reply.status).unwrap())
                                     .header("content-type", reply.content_type);
