@@ -189,7 +189,7 @@ impl Bench {
         };
         self.exec(&mut release_build(&[
             "-p",
-            "magma-server",
+            "magma-rs-server",
             "--features",
             "tls",
             "--bin",
@@ -200,13 +200,13 @@ impl Bench {
             .context("keeping the system-allocator build of magma-server")?;
         self.exec(&mut release_build(&[
             "-p",
-            "magma-server",
+            "magma-rs-server",
             "-p",
-            "magma-validator",
+            "magma-rs-validator",
             "-p",
             "xtask",
             "--features",
-            "magma-server/tls,magma-server/mimalloc",
+            "magma-rs-server/tls,magma-rs-server/mimalloc",
             "--bins",
         ]))
     }
@@ -287,7 +287,7 @@ impl Bench {
         let target = crate::process::target_dir(&self.root);
         cmd.current_dir(&self.root)
             .env("CARGO_TARGET_DIR", &target)
-            .args(["bench", "-p", "magma-protocol", "--bench", "parse", "--"]);
+            .args(["bench", "-p", "magma-rs-protocol", "--bench", "parse", "--"]);
         if self.opts.quick {
             cmd.args([
                 "--warm-up-time",

@@ -37,7 +37,7 @@ pub(crate) fn run() -> Result<()> {
             "build",
             "--quiet",
             "-p",
-            "magma-client",
+            "magma-rs-client",
             "--features",
             "tls",
             "--example",
