@@ -179,6 +179,27 @@ fn help_documents_every_flag() {
 }
 
 #[test]
+fn version_says_which_features_the_build_has() {
+    let out = Command::new(BIN).arg("--version").output().unwrap();
+    assert!(out.status.success());
+    let version = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        version.starts_with(&format!("magma-server {} (", env!("CARGO_PKG_VERSION"))),
+        "{version}"
+    );
+    assert_eq!(
+        version.contains("features: cli, tls"),
+        cfg!(feature = "tls"),
+        "{version}"
+    );
+    assert_eq!(
+        version.contains("no TLS"),
+        !cfg!(feature = "tls"),
+        "{version}"
+    );
+}
+
+#[test]
 fn bad_flags_exit_2_and_a_busy_port_exits_1() {
     let out = Command::new(BIN)
         .args(["--max-connections", "0"])
