@@ -15,6 +15,7 @@ pub mod schema;
 mod ser;
 pub mod tools;
 mod validate;
+mod value_conv;
 mod write;
 
 pub use env::{EnvFeedback, EnvFeedbackError, ToolOutcome};
@@ -30,3 +31,4 @@ pub use response::{
     AssembleError, Candidate, CandidateKey, CandidateMismatch, ExchangeError, check_exchange,
 };
 pub use validate::MAX_FREE_FORM_DEPTH;
+pub use value_conv::{ValueConversionError, ValueLocation};
