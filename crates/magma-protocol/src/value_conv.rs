@@ -64,8 +64,10 @@ impl fmt::Display for ValueLocation {
 }
 
 impl From<Value> for Json {
-    /// Converts a `serde_json` value; see the [module](self) for what
-    /// survives (everything but key order without `preserve_order`).
+    /// Converts a `serde_json` value: every number keeps the text
+    /// `serde_json` writes for it, and objects keep the order in which the
+    /// `Value` iterates them (sorted unless `serde_json`'s `preserve_order`
+    /// feature is on).
     fn from(value: Value) -> Json {
         from_value(value)
     }
