@@ -193,7 +193,7 @@ impl Bench {
         };
         self.exec(&mut release_build(&[
             "-p",
-            "magma-server",
+            "magma-rs-server",
             "--features",
             "tls",
             "--bin",
@@ -204,13 +204,13 @@ impl Bench {
             .context("keeping the system-allocator build of magma-server")?;
         self.exec(&mut release_build(&[
             "-p",
-            "magma-server",
+            "magma-rs-server",
             "-p",
-            "magma-validator",
+            "magma-rs-validator",
             "-p",
             "xtask",
             "--features",
-            "magma-server/tls,magma-server/mimalloc",
+            "magma-rs-server/tls,magma-rs-server/mimalloc",
             "--bins",
         ]))
     }
@@ -291,7 +291,7 @@ impl Bench {
         let target = crate::process::target_dir(&self.root);
         cmd.current_dir(&self.root)
             .env("CARGO_TARGET_DIR", &target)
-            .args(["bench", "-p", "magma-protocol", "--bench", "parse", "--"]);
+            .args(["bench", "-p", "magma-rs-protocol", "--bench", "parse", "--"]);
         if self.opts.quick {
             cmd.args([
                 "--warm-up-time",
@@ -925,7 +925,7 @@ impl Bench {
             "--release",
             "--quiet",
             "-p",
-            "magma-server",
+            "magma-rs-server",
             "--features",
             "tls,mimalloc,metrics",
             "--bin",
@@ -947,7 +947,7 @@ impl Bench {
             "--release",
             "--quiet",
             "-p",
-            "magma-server",
+            "magma-rs-server",
             "--example",
             "axum_app",
         ]);

@@ -13,7 +13,9 @@ mod deny;
 mod deploy;
 mod fuzz;
 mod interop;
+mod msrv;
 mod process;
+mod publish_check;
 mod python;
 mod release;
 mod schemathesis;
@@ -64,6 +66,16 @@ const SUBCOMMANDS: &[(&str, &str)] = &[
         "release X.Y.Z [--tag] [--commit] [--dry-run]",
         "bump the lockstep version, date the CHANGELOG's Unreleased section, run `cargo publish \
      --workspace --dry-run`; see RELEASING.md",
+    ),
+    (
+        "publish-check",
+        "package and verify every publishable crate alone, in dependency order: names free on \
+     crates.io (or ours), README links absolute, no tests/fixtures/benches, each .crate < 300 KiB",
+    ),
+    (
+        "msrv",
+        "derive the libraries' minimum Rust from Cargo.lock (highest rust-version of their \
+     dependencies); fail unless Cargo.toml and README.md state it",
     ),
     (
         "deploy-check",
@@ -169,6 +181,16 @@ fn run(args: Vec<String>) -> Result<()> {
         "schemathesis" => schemathesis::run(&schemathesis::Options::parse(rest)?),
         "wheel" => wheel::run(&wheel::Options::parse(rest)?),
         "release" => release::run(&release::Options::parse(rest)?),
+        "publish-check" | "msrv" => {
+            if let Some(other) = rest.first() {
+                bail!("unknown option `{other}` for `{command}`\n\n{}", help());
+            }
+            if command == "msrv" {
+                msrv::run()
+            } else {
+                publish_check::run()
+            }
+        }
         "deploy-check" => {
             if let Some(other) = rest.first() {
                 bail!("unknown option `{other}` for `deploy-check`\n\n{}", help());

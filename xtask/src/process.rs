@@ -91,7 +91,7 @@ pub(crate) fn build_magma_server(root: &Path, release: bool, tls: bool) -> Resul
         "build",
         "--quiet",
         "-p",
-        "magma-server",
+        "magma-rs-server",
         "--bin",
         "magma-server",
     ]);

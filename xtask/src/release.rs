@@ -7,7 +7,8 @@
 //!    `## Unreleased` in `CHANGELOG.md` into `## X.Y.Z (YYYY-MM-DD)` under a fresh, empty
 //!    `## Unreleased`. Refused unless X.Y.Z is greater than the current version, the
 //!    Unreleased section lists something, and the git tree is clean.
-//! 2. Runs `cargo publish --workspace --dry-run`: every published crate is packaged and built
+//! 2. Runs `cargo xtask msrv` and `cargo xtask publish-check` (names, READMEs, contents, sizes),
+//!    then `cargo publish --workspace --dry-run`: every published crate is packaged and built
 //!    from its package. Like a real publish, and deliberately without `--allow-dirty`, it
 //!    refuses uncommitted changes, so it needs the release edits committed: with `--commit`
 //!    they are committed here (`Release X.Y.Z`, those three files only); without it, the
@@ -519,6 +520,7 @@ pub(crate) fn run(options: &Options) -> Result<()> {
     }
     if options.dry_run {
         require_clean_tree(&root, "The real run would refuse to verify this tree.")?;
+        println!("would run: cargo xtask msrv, cargo xtask publish-check");
         println!("would run: cargo publish --workspace --dry-run");
         if options.tag {
             println!("would tag: {tag} (annotated, not pushed)");
@@ -531,6 +533,10 @@ pub(crate) fn run(options: &Options) -> Result<()> {
         "`cargo publish --workspace --dry-run` verifies the committed release and, like a real \
          publish, refuses uncommitted changes (releases never use --allow-dirty).",
     )?;
+    // Names still free (or ours), READMEs, contents, sizes, each crate verified alone; and
+    // the minimum Rust still true after the lock file's refresh.
+    crate::msrv::run()?;
+    crate::publish_check::run()?;
     eprintln!("{prefix}: cargo publish --workspace --dry-run");
     let started = Instant::now();
     run_inherited(

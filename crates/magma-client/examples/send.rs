@@ -1,9 +1,9 @@
 //! Sends a request file to an agent and prints the validated response.
 //!
 //! ```text
-//! cargo run -p magma-client --example send -- http://127.0.0.1:8888 request.json
-//! cargo run -p magma-client --example send -- http://127.0.0.1:8888 - < request.json
-//! cargo run -p magma-client --features tls --example send -- https://agent:8443 request.json --cacert ca.pem
+//! cargo run -p magma-rs-client --example send -- http://127.0.0.1:8888 request.json
+//! cargo run -p magma-rs-client --example send -- http://127.0.0.1:8888 - < request.json
+//! cargo run -p magma-rs-client --features tls --example send -- https://agent:8443 request.json --cacert ca.pem
 //! ```
 //!
 //! Options: `--timeout SECONDS` (default 360, as BENCH), `--cacert PEM`

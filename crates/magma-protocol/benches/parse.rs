@@ -1,6 +1,6 @@
 //! Parse + validate throughput against serde_json on the same bytes.
 //!
-//! `cargo bench -p magma-protocol --bench parse`. The baselines run in the same
+//! `cargo bench -p magma-rs-protocol --bench parse`. The baselines run in the same
 //! process: `serde_json` skipping every value (`IgnoredAny`: a syntax-only
 //! pass, the floor for any JSON reader) and building a `serde_json::Value`
 //! (what a hand-rolled validator on top of serde_json would start from).

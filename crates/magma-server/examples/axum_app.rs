@@ -1,7 +1,7 @@
 //! An axum application that serves a MAGMA agent under `/agent`, next to a
 //! route of its own, behind a middleware of its own.
 //!
-//! Run: cargo run -p magma-server --example axum_app -- 127.0.0.1:8888
+//! Run: cargo run -p magma-rs-server --example axum_app -- 127.0.0.1:8888
 //! Then: magma-validate probe http://127.0.0.1:8888/agent
 //!       curl -i 127.0.0.1:8888/hello
 //!

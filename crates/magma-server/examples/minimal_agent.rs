@@ -1,7 +1,7 @@
 //! A complete MAGMA agent: copy this file, replace `answer` with your model.
 //!
-//! Run: cargo run -p magma-server --example minimal_agent -- --listen 127.0.0.1:8888
-//! Flags (limits, TLS with `--features tls`): add `--help`.
+//! Run: cargo run -p magma-rs-server --example minimal_agent -- --listen 127.0.0.1:8888
+//! Flags (limits, TLS): add `--help`; `--version` prints `minimal-agent 0.1.0 (...)`.
 
 use magma_server::{Agent, AgentDecision, AgentError, AgentInfo, AgentInput, Candidate, Rejection};
 

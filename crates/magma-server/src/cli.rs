@@ -15,16 +15,25 @@
 //! }
 //! ```
 //!
+//! `--help` and `--version` name the agent (its [`AgentInfo`]'s `agent_id`
+//! and `agent_version`) and say which features this build of the server has.
+//! An agent whose model loads at start-up uses [`run_loading`]: the server
+//! answers at once (`/v1/info`, and `503` on `/health`) while the loading runs.
+//!
 //! Programs with flags of their own embed [`ServerArgs`] with
-//! `#[command(flatten)]` and call [`run_with`].
+//! `#[command(flatten)]` and call [`run_with`] or [`run_with_loading`].
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::{Args, Parser};
+use clap::{Args, CommandFactory, FromArgMatches, Parser};
 
-use crate::{Agent, Config, Server};
+use crate::{Agent, AgentInfo, Config, Server};
+
+mod startup;
+
+pub use startup::{run_loading, run_with_loading};
 
 /// Text for the end of `--help`: logging, `RUST_LOG`, exit status.
 pub const AFTER_HELP: &str = "\
@@ -443,17 +452,93 @@ struct DefaultCli {
 /// exit status: 0 after a shutdown, 1 if the server could not start
 /// (address in use, unreadable or mismatched TLS files), 2 for invalid
 /// flags.
+///
+/// `--help` and `--version` name the agent: its [`AgentInfo`]'s `agent_id`
+/// and `agent_version` (see [`version_string`]).
 pub fn run<A: Agent>(agent: A) -> ExitCode {
-    run_with(agent, DefaultCli::parse().server)
+    let args = parse_args_for(&agent.info());
+    run_with(agent, args)
+}
+
+/// The flags of the process, parsed by a command named after the agent:
+/// `--help` shows `agent_id`, `--version` prints
+/// `<agent_id> <agent_version> (...)`. Exits on `--help`, `--version` and
+/// invalid flags, as any `clap` program.
+pub fn parse_args_for(info: &AgentInfo) -> ServerArgs {
+    match DefaultCli::from_arg_matches(&command_for(info).get_matches()) {
+        Ok(cli) => cli.server,
+        Err(e) => e.exit(),
+    }
+}
+
+/// The `clap` command of [`parse_args_for`].
+fn command_for(info: &AgentInfo) -> clap::Command {
+    let name = if info.agent_id.trim().is_empty() {
+        "magma-agent".to_owned()
+    } else {
+        info.agent_id.clone()
+    };
+    let version = if info.agent_version.trim().is_empty() {
+        "(version unknown)"
+    } else {
+        &info.agent_version
+    };
+    DefaultCli::command()
+        .name(name.clone())
+        .bin_name(name.clone())
+        .version(version_string(version))
+        .about(format!(
+            "The MAGMA agent {name}, served by magma-server (Agent HTTP Contract, protocol 2.0)"
+        ))
+}
+
+/// What `--version` prints after the program's name: `version`, then the
+/// server library's version and the optional features of this build, e.g.
+/// `1.2.0 (magma-rs-server 0.1.0; features: cli, tls)`.
+///
+/// Programs with their own `clap` parser use it too:
+/// `Cli::command().version(magma_server::cli::version_string(env!("CARGO_PKG_VERSION")))`.
+pub fn version_string(version: &str) -> String {
+    let features: Vec<&str> = [
+        ("cli", cfg!(feature = "cli")),
+        ("tls", cfg!(feature = "tls")),
+        ("metrics", cfg!(feature = "metrics")),
+        ("mimalloc", cfg!(feature = "mimalloc")),
+    ]
+    .iter()
+    .filter(|(_, on)| *on)
+    .map(|(name, _)| *name)
+    .collect();
+    let tls = if cfg!(feature = "tls") {
+        ""
+    } else {
+        "; no TLS"
+    };
+    format!(
+        "{version} ({} {}; features: {}{tls})",
+        env!("CARGO_PKG_NAME"),
+        env!("CARGO_PKG_VERSION"),
+        features.join(", ")
+    )
 }
 
 /// Like [`run`], with flags the caller parsed (embed [`ServerArgs`] in your
 /// own `clap` parser with `#[command(flatten)]`).
+pub fn run_with<A: Agent>(agent: A, args: ServerArgs) -> ExitCode {
+    serve_program(agent, args, None)
+}
+
+/// The body of [`run_with`] and [`run_with_loading`]: `start`, if any, runs
+/// once the socket is bound.
 #[allow(
     clippy::print_stderr,
     reason = "the command-line front end reports to the terminal"
 )]
-pub fn run_with<A: Agent>(agent: A, args: ServerArgs) -> ExitCode {
+fn serve_program<A: Agent>(
+    agent: A,
+    args: ServerArgs,
+    start: Option<startup::Start<A>>,
+) -> ExitCode {
     init_logging_as(args.log_format);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -473,8 +558,13 @@ pub fn run_with<A: Agent>(agent: A, args: ServerArgs) -> ExitCode {
                 return ExitCode::from(e.exit_code());
             }
         };
-        server.serve(agent, shutdown_signal()).await;
-        ExitCode::SUCCESS
+        match start {
+            None => {
+                server.serve(agent, shutdown_signal()).await;
+                ExitCode::SUCCESS
+            }
+            Some(start) => startup::serve(server, agent, start).await,
+        }
     })
 }
 
@@ -543,11 +633,48 @@ pub async fn shutdown_signal() {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::CommandFactory;
 
     #[test]
     fn the_parser_is_consistent() {
         DefaultCli::command().debug_assert();
+    }
+
+    #[test]
+    fn version_and_help_name_the_agent_and_the_build() {
+        let info = AgentInfo::new("my-agent", "1.2.3");
+        let e = command_for(&info)
+            .try_get_matches_from(["anything", "--version"])
+            .unwrap_err();
+        assert_eq!(e.kind(), clap::error::ErrorKind::DisplayVersion);
+        let version = e.to_string();
+        assert!(
+            version.starts_with(&format!(
+                "my-agent 1.2.3 (magma-rs-server {}; features: cli",
+                env!("CARGO_PKG_VERSION")
+            )),
+            "{version}"
+        );
+        assert_eq!(version.contains("tls"), cfg!(feature = "tls"), "{version}");
+        let help = command_for(&info)
+            .try_get_matches_from(["anything", "--help"])
+            .unwrap_err()
+            .to_string();
+        assert!(help.contains("The MAGMA agent my-agent"), "{help}");
+        assert!(help.contains("Usage: my-agent [OPTIONS]"), "{help}");
+        // The flags are those of `magma-server`.
+        let args = DefaultCli::from_arg_matches(
+            &command_for(&info)
+                .try_get_matches_from(["my-agent", "--listen", "127.0.0.1:9"])
+                .unwrap(),
+        )
+        .unwrap()
+        .server;
+        assert_eq!(args.listen, "127.0.0.1:9");
+        // No name or version: still a usable command.
+        let e = command_for(&AgentInfo::new("", ""))
+            .try_get_matches_from(["x", "--version"])
+            .unwrap_err();
+        assert!(e.to_string().starts_with("magma-agent (version unknown) ("));
     }
 
     #[test]

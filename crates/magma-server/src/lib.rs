@@ -50,3 +50,10 @@ pub use magma_protocol::{
     Candidate, CandidateStatus, InstructionType, Json, NonEmptyString, Object, Outcome, ToolCall,
     json,
 };
+
+/// The agent author's guide, `docs/server.md`: its Rust blocks compile (and
+/// run, unless `no_run`) as doctests of this crate, so the guide cannot drift
+/// from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/server.md")]
+struct ServerGuide;

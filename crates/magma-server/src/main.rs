@@ -2,8 +2,8 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
-use magma_server::cli::{ServerArgs, run_with};
+use clap::{CommandFactory, FromArgMatches};
+use magma_server::cli::{ServerArgs, run_with, version_string};
 use magma_server::demo::DemoAgent;
 
 /// Serves the bundled deterministic demo agent (MAGMA Agent HTTP Contract, protocol 2.0).
@@ -12,8 +12,8 @@ use magma_server::demo::DemoAgent;
 /// `attributes.known_robots` call the first tool on the first robot; memory comes back with
 /// every key kept plus a `steps` counter; content `__error__` gives an error candidate;
 /// `extra_keys.delay_ms` (0 to 60000) imitates model latency.
-#[derive(Debug, Parser)]
-#[command(name = "magma-server", version, after_help = magma_server::cli::AFTER_HELP)]
+#[derive(Debug, clap::Parser)]
+#[command(name = "magma-server", after_help = magma_server::cli::AFTER_HELP)]
 struct Cli {
     #[command(flatten)]
     server: ServerArgs,
@@ -27,5 +27,8 @@ struct Cli {
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
-    run_with(DemoAgent::new(), Cli::parse().server)
+    // `--version` says which features this build has (TLS, allocator).
+    let command = Cli::command().version(version_string(env!("CARGO_PKG_VERSION")));
+    let cli = Cli::from_arg_matches(&command.get_matches()).unwrap_or_else(|e| e.exit());
+    run_with(DemoAgent::new(), cli.server)
 }

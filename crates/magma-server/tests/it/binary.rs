@@ -301,6 +301,27 @@ fn environment_variables_are_checked_like_flags() {
 }
 
 #[test]
+fn version_says_which_features_the_build_has() {
+    let out = Command::new(BIN).arg("--version").output().unwrap();
+    assert!(out.status.success());
+    let version = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        version.starts_with(&format!("magma-server {} (", env!("CARGO_PKG_VERSION"))),
+        "{version}"
+    );
+    assert_eq!(
+        version.contains("features: cli, tls"),
+        cfg!(feature = "tls"),
+        "{version}"
+    );
+    assert_eq!(
+        version.contains("no TLS"),
+        !cfg!(feature = "tls"),
+        "{version}"
+    );
+}
+
+#[test]
 fn an_address_in_use_exits_1_naming_listen() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = taken.local_addr().unwrap().to_string();
