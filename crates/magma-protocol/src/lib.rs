@@ -18,7 +18,6 @@ mod model;
 pub mod schema;
 pub mod tools;
 mod validate;
-mod value_conv;
 
 pub use env::{EnvFeedback, EnvFeedbackError, ToolOutcome};
 pub use error::{Error, ErrorKind, Issue};
@@ -28,7 +27,7 @@ pub use exchange::{
     AssembleError, Candidate, CandidateKey, CandidateMismatch, ExchangeError, validate_exchange,
 };
 pub use json::{Json, Location, Map, Number, Object, Position, Segment};
+pub use json::{ValueConversionError, ValueLocation};
 pub use limits::{MAX_FREE_FORM_DEPTH, MAX_JSON_DEPTH};
 pub use model::*;
 pub use validate::{EmptyStringError, NonEmptyString, duplicate_keys};
-pub use value_conv::{ValueConversionError, ValueLocation};

@@ -37,11 +37,13 @@ mod path;
 mod scan;
 mod serde;
 mod value;
+mod value_conv;
 pub(crate) mod write;
 
 pub use parse::Position;
 pub use path::{Location, Segment};
 pub use value::{Json, Map, Number, Object};
+pub use value_conv::{ValueConversionError, ValueLocation};
 
 pub(crate) use check::{FreeFormProblem, check_free_form};
 pub(crate) use cursor::Cursor;

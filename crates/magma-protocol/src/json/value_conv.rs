@@ -22,8 +22,8 @@ use std::fmt;
 
 use serde_json::Value;
 
-use crate::error::{Location, Segment};
-use crate::json::{Json, Number, Object};
+use super::{Json, Number, Object};
+use super::{Location, Segment};
 
 /// A [`Json`] number that `serde_json::Value` cannot hold.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
