@@ -37,55 +37,86 @@ pub const DIALECT: &str = "https://json-schema.org/draft/2020-12/schema";
 /// Where [`Schema::document`] keeps dependencies.
 const DEFS: &str = "#/$defs/";
 
-/// A named schema: one of the wire types or one of the HTTP error bodies.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-#[non_exhaustive]
-pub enum Schema {
-    /// [`crate::AgentRequest`], the body of `POST /v1/responses`.
-    AgentRequest,
-    /// [`crate::AgentInput`].
-    AgentInput,
-    /// [`crate::AgentInstruction`].
-    AgentInstruction,
-    /// [`crate::ToolCall`].
-    ToolCall,
-    /// [`crate::AgentDecision`].
-    AgentDecision,
-    /// [`crate::AgentError`].
-    AgentError,
-    /// [`crate::AgentOutput`], one candidate.
-    AgentOutput,
-    /// [`crate::AgentResponse`], the body of a 200 answer to `POST /v1/responses`.
-    AgentResponse,
-    /// [`crate::AgentHealth`], the body of `GET /health` when ready.
-    AgentHealth,
-    /// [`crate::AgentInfo`], the body of `GET /v1/info`.
-    AgentInfo,
-    /// The 422 body for an invalid request body, as FastAPI names it:
-    /// `{"detail": [ValidationError, ...]}` (see [`crate::Error::to_fastapi_body`]).
-    HttpValidationError,
-    /// One entry of [`Schema::HttpValidationError`]: `{"type","loc","msg","input","ctx"?}`.
-    ValidationError,
-    /// Every other error body: `{"detail": "<message>"}` (404, 405, 413, 415,
-    /// agent-specific 422, 500, 503).
-    ErrorDetail,
+/// The wire types that publish a schema, one line each, in the reference's
+/// declaration order: the type (its schema has the same name), the rest of
+/// its doc line, and the schemas it refers to with `$ref`. The type
+/// describes itself through `HasSchema` in its own model file, so a new
+/// model with a schema is one line here.
+macro_rules! wire_schemas {
+    ($($ty:ident $doc:literal refers [$($r:ident),*];)*) => {
+        /// A named schema: one of the wire types or one of the HTTP error bodies.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        #[non_exhaustive]
+        pub enum Schema {
+            $(
+                #[doc = concat!("[`crate::", stringify!($ty), "`]", $doc)]
+                $ty,
+            )*
+            /// The 422 body for an invalid request body, as FastAPI names it:
+            /// `{"detail": [ValidationError, ...]}` (see [`crate::Error::to_fastapi_body`]).
+            HttpValidationError,
+            /// One entry of [`Schema::HttpValidationError`]: `{"type","loc","msg","input","ctx"?}`.
+            ValidationError,
+            /// Every other error body: `{"detail": "<message>"}` (404, 405, 413, 415,
+            /// agent-specific 422, 500, 503).
+            ErrorDetail,
+        }
+
+        /// How many wire types publish a schema.
+        const WIRE_COUNT: usize = [$(Schema::$ty),*].len();
+
+        impl Schema {
+            /// The wire types, in the reference's declaration order (top-down).
+            pub const WIRE_TYPES: [Schema; WIRE_COUNT] = [$(Schema::$ty),*];
+
+            /// The schema's name: the type's name, or FastAPI's name for its error
+            /// bodies (`HTTPValidationError`, `ValidationError`), or `ErrorDetail`.
+            pub const fn name(self) -> &'static str {
+                match self {
+                    $(Schema::$ty => stringify!($ty),)*
+                    Schema::HttpValidationError => "HTTPValidationError",
+                    Schema::ValidationError => "ValidationError",
+                    Schema::ErrorDetail => "ErrorDetail",
+                }
+            }
+
+            /// The schemas this one refers to with `$ref`, directly.
+            const fn references(self) -> &'static [Schema] {
+                match self {
+                    $(Schema::$ty => &[$(Schema::$r),*],)*
+                    Schema::HttpValidationError => &[Schema::ValidationError],
+                    Schema::ValidationError | Schema::ErrorDetail => &[],
+                }
+            }
+
+            /// This schema's object; other schemas are referred to as `{p}{name}`.
+            fn body(self, p: &str) -> Object {
+                let refs = Refs::new(p);
+                match self {
+                    $(Schema::$ty => <crate::$ty as HasSchema>::schema(&refs),)*
+                    Schema::HttpValidationError => http_validation_error(self.name(), &refs),
+                    Schema::ValidationError => validation_error(self.name()),
+                    Schema::ErrorDetail => error_detail(self.name()),
+                }
+            }
+        }
+    };
+}
+
+wire_schemas! {
+    AgentRequest ", the body of `POST /v1/responses`." refers [AgentInput];
+    AgentInput "." refers [AgentInstruction];
+    AgentInstruction "." refers [];
+    ToolCall "." refers [];
+    AgentDecision "." refers [ToolCall];
+    AgentError "." refers [];
+    AgentOutput ", one candidate." refers [AgentDecision, AgentError];
+    AgentResponse ", the body of a 200 answer to `POST /v1/responses`." refers [AgentOutput];
+    AgentHealth ", the body of `GET /health` when ready." refers [];
+    AgentInfo ", the body of `GET /v1/info`." refers [];
 }
 
 impl Schema {
-    /// The wire types, in the reference's declaration order (top-down).
-    pub const WIRE_TYPES: [Schema; 10] = [
-        Schema::AgentRequest,
-        Schema::AgentInput,
-        Schema::AgentInstruction,
-        Schema::ToolCall,
-        Schema::AgentDecision,
-        Schema::AgentError,
-        Schema::AgentOutput,
-        Schema::AgentResponse,
-        Schema::AgentHealth,
-        Schema::AgentInfo,
-    ];
-
     /// The error bodies.
     pub const ERROR_BODIES: [Schema; 3] = [
         Schema::HttpValidationError,
@@ -94,8 +125,8 @@ impl Schema {
     ];
 
     /// Every schema: the wire types, then the error bodies.
-    pub const ALL: [Schema; 13] = {
-        let mut all = [Schema::AgentRequest; 13];
+    pub const ALL: [Schema; WIRE_COUNT + 3] = {
+        let mut all = [Schema::ErrorDetail; WIRE_COUNT + 3];
         let mut i = 0;
         while i < all.len() {
             all[i] = if i < Self::WIRE_TYPES.len() {
@@ -107,39 +138,6 @@ impl Schema {
         }
         all
     };
-
-    /// The schema's name: the type's name, or FastAPI's name for its error
-    /// bodies (`HTTPValidationError`, `ValidationError`), or `ErrorDetail`.
-    pub const fn name(self) -> &'static str {
-        match self {
-            Schema::AgentRequest => "AgentRequest",
-            Schema::AgentInput => "AgentInput",
-            Schema::AgentInstruction => "AgentInstruction",
-            Schema::ToolCall => "ToolCall",
-            Schema::AgentDecision => "AgentDecision",
-            Schema::AgentError => "AgentError",
-            Schema::AgentOutput => "AgentOutput",
-            Schema::AgentResponse => "AgentResponse",
-            Schema::AgentHealth => "AgentHealth",
-            Schema::AgentInfo => "AgentInfo",
-            Schema::HttpValidationError => "HTTPValidationError",
-            Schema::ValidationError => "ValidationError",
-            Schema::ErrorDetail => "ErrorDetail",
-        }
-    }
-
-    /// The schemas this one refers to with `$ref`, directly.
-    const fn references(self) -> &'static [Schema] {
-        match self {
-            Schema::AgentRequest => &[Schema::AgentInput],
-            Schema::AgentInput => &[Schema::AgentInstruction],
-            Schema::AgentDecision => &[Schema::ToolCall],
-            Schema::AgentOutput => &[Schema::AgentDecision, Schema::AgentError],
-            Schema::AgentResponse => &[Schema::AgentOutput],
-            Schema::HttpValidationError => &[Schema::ValidationError],
-            _ => &[],
-        }
-    }
 
     /// A self-contained schema document: `$schema`, this schema, and every
     /// schema it refers to (directly or not) under `$defs`, in [`Schema::ALL`]
@@ -173,79 +171,74 @@ impl Schema {
     pub fn definition(self, ref_prefix: &str) -> Json {
         Json::Object(self.body(ref_prefix))
     }
+}
 
-    fn body(self, p: &str) -> Object {
-        let refs = Refs::new(p);
-        match self {
-            Schema::AgentRequest => crate::AgentRequest::schema(&refs),
-            Schema::AgentInput => crate::AgentInput::schema(&refs),
-            Schema::AgentInstruction => crate::AgentInstruction::schema(&refs),
-            Schema::ToolCall => crate::ToolCall::schema(&refs),
-            Schema::AgentDecision => crate::AgentDecision::schema(&refs),
-            Schema::AgentError => crate::AgentError::schema(&refs),
-            Schema::AgentOutput => crate::AgentOutput::schema(&refs),
-            Schema::AgentResponse => crate::AgentResponse::schema(&refs),
-            Schema::AgentHealth => crate::AgentHealth::schema(&refs),
-            Schema::AgentInfo => crate::AgentInfo::schema(&refs),
-            Schema::HttpValidationError => open_object(
-                self.name(),
-                "422 body for a request body that is not JSON or not a valid AgentRequest, in \
-                 FastAPI's shape: one entry per problem.",
-                vec![(
-                    "detail",
-                    S::ty("array")
-                        .set("items", refs.to("ValidationError"))
-                        .doc("The problems, in the order pydantic reports them."),
-                )],
-                &["detail"],
+/// The 422 body of FastAPI for an invalid request body.
+fn http_validation_error(name: &str, refs: &Refs<'_>) -> Object {
+    open_object(
+        name,
+        "422 body for a request body that is not JSON or not a valid AgentRequest, in \
+         FastAPI's shape: one entry per problem.",
+        vec![(
+            "detail",
+            S::ty("array")
+                .set("items", refs.to("ValidationError"))
+                .doc("The problems, in the order pydantic reports them."),
+        )],
+        &["detail"],
+    )
+}
+
+/// One entry of the 422 body.
+fn validation_error(name: &str) -> Object {
+    open_object(
+        name,
+        "One problem with a request body, as pydantic reports it.",
+        vec![
+            (
+                "type",
+                S::ty("string")
+                    .doc("pydantic's error type, e.g. `missing`, `int_type`, `json_invalid`."),
             ),
-            Schema::ValidationError => open_object(
-                self.name(),
-                "One problem with a request body, as pydantic reports it.",
-                vec![
-                    (
-                        "type",
-                        S::ty("string").doc(
-                            "pydantic's error type, e.g. `missing`, `int_type`, `json_invalid`.",
-                        ),
+            (
+                "loc",
+                S::ty("array")
+                    .set(
+                        "items",
+                        S::new().set("type", strings(&["string", "integer"])),
+                    )
+                    .doc(
+                        "Where: `\"body\"`, then keys and indices; for malformed JSON, \
+                         `\"body\"` and the character offset.",
                     ),
-                    (
-                        "loc",
-                        S::ty("array")
-                            .set(
-                                "items",
-                                S::new().set("type", strings(&["string", "integer"])),
-                            )
-                            .doc(
-                                "Where: `\"body\"`, then keys and indices; for malformed JSON, \
-                                 `\"body\"` and the character offset.",
-                            ),
-                    ),
-                    ("msg", S::ty("string").doc("A message for humans.")),
-                    (
-                        "input",
-                        S::new().doc(
-                            "The offending value (`null` for a missing body, `{}` for \
-                             malformed JSON); magma-server and current FastAPI always send it.",
-                        ),
-                    ),
-                    (
-                        "ctx",
-                        S::ty("object").doc("Facts about the rule, e.g. `{\"min_length\": 1}`."),
-                    ),
-                ],
-                &["type", "loc", "msg"],
             ),
-            Schema::ErrorDetail => open_object(
-                self.name(),
-                "Every other error body, as FastAPI's `HTTPException` sends it: 404 unknown \
-                 path, 405 wrong method, 413 body too large, 415 not JSON, 422 agent-specific \
-                 rejection, 500 bug in the agent, 503 not ready.",
-                vec![("detail", S::ty("string").doc("What went wrong."))],
-                &["detail"],
+            ("msg", S::ty("string").doc("A message for humans.")),
+            (
+                "input",
+                S::new().doc(
+                    "The offending value (`null` for a missing body, `{}` for \
+                     malformed JSON); magma-server and current FastAPI always send it.",
+                ),
             ),
-        }
-    }
+            (
+                "ctx",
+                S::ty("object").doc("Facts about the rule, e.g. `{\"min_length\": 1}`."),
+            ),
+        ],
+        &["type", "loc", "msg"],
+    )
+}
+
+/// Every other error body: `{"detail": "..."}`.
+fn error_detail(name: &str) -> Object {
+    open_object(
+        name,
+        "Every other error body, as FastAPI's `HTTPException` sends it: 404 unknown \
+         path, 405 wrong method, 413 body too large, 415 not JSON, 422 agent-specific \
+         rejection, 500 bug in the agent, 503 not ready.",
+        vec![("detail", S::ty("string").doc("What went wrong."))],
+        &["detail"],
+    )
 }
 
 #[cfg(test)]
