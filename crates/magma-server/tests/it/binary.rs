@@ -160,6 +160,7 @@ fn help_documents_every_flag() {
         "--log-format",
         "--metrics",
         "--trusted-proxy",
+        "--no-coaching",
         "--help",
         "--version",
     ];
