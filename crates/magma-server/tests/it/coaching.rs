@@ -2,8 +2,8 @@
 //! the session state machine under concurrency, failing coaches, log
 //! capture, `/v1/info`, and the demo agent's coach and `coaching_resume`.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -100,6 +100,9 @@ struct TestCoach {
     active: Arc<AtomicUsize>,
     max_active: Arc<AtomicUsize>,
     closed: Arc<AtomicUsize>,
+    /// When the last coach call returned, and when the last session was closed.
+    finished_at: Arc<Mutex<Option<Instant>>>,
+    closed_at: Arc<Mutex<Option<Instant>>>,
 }
 
 impl magma_server::Agent for TestCoach {
@@ -150,6 +153,7 @@ impl magma_server::Agent for TestCoach {
             let ms = ms.as_u64().unwrap_or(0);
             tokio::time::sleep(Duration::from_millis(ms)).await;
         }
+        *self.finished_at.lock().unwrap() = Some(Instant::now());
         let id = request.request_id();
         let backends: Vec<&str> = context.config().backends().keys().collect();
         context.log(format!("captured: backends {}", backends.join(",")));
@@ -192,6 +196,7 @@ impl magma_server::Agent for TestCoach {
     }
 
     async fn close_coaching_session(&self, _run_id: &str, _config: &CoachingSessionConfig) {
+        *self.closed_at.lock().unwrap() = Some(Instant::now());
         self.closed.fetch_add(1, Ordering::SeqCst);
     }
 }
@@ -503,14 +508,29 @@ async fn delete_waits_for_the_requests_in_flight() {
         "closed while a request ran"
     );
 
-    let (post_reply, post_done) = within("the slow request", post).await.unwrap();
+    let (post_reply, _) = within("the slow request", post).await.unwrap();
     let (delete_reply, delete_done) = within("the DELETE", deleting).await.unwrap();
     let response = answered(&slow, &post_reply);
     assert_eq!(response.status(), CoachingStatus::Corrected);
     expect_204(&delete_reply);
+    // The agent released the session after the coach had answered, and the
+    // DELETE was answered after that. (Its answer and the request's are
+    // written once the request lets go of the session: on the client's
+    // side either may arrive first.)
+    let finished = agent
+        .finished_at
+        .lock()
+        .unwrap()
+        .expect("the coach finished");
+    let closed = agent
+        .closed_at
+        .lock()
+        .unwrap()
+        .expect("the session was closed");
+    assert!(closed >= finished, "closed before the coach finished");
     assert!(
-        delete_done >= post_done,
-        "DELETE answered before the request"
+        delete_done >= finished,
+        "DELETE answered before the request finished"
     );
     assert!(started.elapsed() >= Duration::from_millis(700));
     assert_eq!(agent.closed.load(Ordering::SeqCst), 1);
