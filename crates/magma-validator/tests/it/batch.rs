@@ -5,6 +5,10 @@
 
 use std::collections::BTreeMap;
 
+use magma_validator::magma_protocol::coaching::{
+    CoachingSessionConfig, InternalStep, ReplaceSay, SpecializedCoachingRequest,
+    SpecializedCoachingResponse,
+};
 use magma_validator::magma_protocol::{
     AgentHealth, AgentInfo, AgentRequest, AgentResponse, Error, ErrorKind, ExchangeError, Issue,
     Segment, validate_exchange,
@@ -55,6 +59,28 @@ fn protocol_verdict(kind: &str, doc: &str, request: Option<&str>) -> (&'static s
             ExchangeError::Mismatch(_) => "candidates_mismatch".into(),
             other => panic!("unexpected {other}"),
         }),
+        "coaching_request" => SpecializedCoachingRequest::from_slice(doc)
+            .map(drop)
+            .map_err(first),
+        "coaching_response" => SpecializedCoachingResponse::from_slice(doc)
+            .map(drop)
+            .map_err(first),
+        "coaching_session" => CoachingSessionConfig::from_slice(doc)
+            .map(drop)
+            .map_err(first),
+        "internal_step" => InternalStep::from_slice(doc).map(drop).map_err(first),
+        "replace_say" => ReplaceSay::from_slice(doc).map(drop).map_err(first),
+        "coaching_exchange" => {
+            match SpecializedCoachingRequest::from_slice(request.unwrap().as_bytes()) {
+                Err(e) => Err(format!("request:{}", reason(e.first()))),
+                Ok(req) => match SpecializedCoachingResponse::from_slice(doc) {
+                    Err(e) => Err(reason(e.first())),
+                    Ok(reply) => reply
+                        .validate_request(&req)
+                        .map_err(|_| "coaching_mismatch".to_owned()),
+                },
+            }
+        }
         other => panic!("unknown kind {other}"),
     };
     match result {

@@ -218,3 +218,41 @@ impl WriteJson for InternalStep {
 }
 
 document!(InternalStep, &SHAPE, internal_step);
+
+// ---------------------------------------------------------------------------
+// JSON Schema (feature `schema`)
+
+#[cfg(feature = "schema")]
+mod json_schema {
+    use super::InternalStep;
+    use crate::json::Object;
+    use crate::json_schema::{HasSchema, Refs, S, model, object, strings};
+
+    impl HasSchema for InternalStep {
+        fn schema(_refs: &Refs<'_>) -> Object {
+            model(
+                "InternalStep",
+                "One internal step of a candidate (`internal_steps` on the inference wire, \
+                 where it is not enforced; exporters read it).",
+                vec![
+                    ("id", S::ty("string").doc("The step's id.")),
+                    (
+                        "component",
+                        S::ty("string").doc("The component that made the call."),
+                    ),
+                    (
+                        "origin",
+                        S::ty("string")
+                            .set("enum", strings(&["model", "coaching"]))
+                            .set("default", "model")
+                            .doc("Who produced it."),
+                    ),
+                    ("full_prompt", S::ty("string").doc("The prompt, in full.")),
+                    ("input_elements", object("What the prompt was built from.")),
+                    ("output_raw", S::ty("string").doc("The raw output.")),
+                ],
+                &["id", "component", "full_prompt", "output_raw"],
+            )
+        }
+    }
+}

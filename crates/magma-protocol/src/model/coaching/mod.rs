@@ -79,8 +79,18 @@ macro_rules! document {
         }
 
         impl serde::Serialize for $ty {
+            /// The bytes of `to_json_string` for serde_json's serializers
+            /// (kept free-form text included); the same value as a tree for
+            /// the others.
             fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                serde::Serialize::serialize(&$crate::json::to_value(self, $crate::limits::READ), s)
+                if $crate::json::serde::is_serde_json::<S>() {
+                    $crate::json::serde::raw(&$crate::json::to_string(self), s)
+                } else {
+                    serde::Serialize::serialize(
+                        &$crate::json::to_value(self, $crate::limits::READ),
+                        s,
+                    )
+                }
             }
         }
 

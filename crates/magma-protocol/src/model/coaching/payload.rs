@@ -168,3 +168,34 @@ impl Validate for ReplaceSay {
 }
 
 document!(ReplaceSay, &Shape::Any, replace_say);
+
+// ---------------------------------------------------------------------------
+// JSON Schema (feature `schema`)
+
+#[cfg(feature = "schema")]
+mod json_schema {
+    use super::ReplaceSay;
+    use crate::json::Object;
+    use crate::json_schema::{HasSchema, Refs, S, model, non_empty};
+
+    impl HasSchema for ReplaceSay {
+        fn schema(_refs: &Refs<'_>) -> Object {
+            model(
+                "ReplaceSay",
+                "The `replace_say` payload of a proposal (`extra_keys`), re-injected as \
+                 `extra_keys.coaching`: say exactly `text`.",
+                vec![
+                    (
+                        "kind",
+                        S::ty("string")
+                            .set("const", "replace_say")
+                            .set("default", "replace_say")
+                            .doc("Always `replace_say`."),
+                    ),
+                    ("text", non_empty("The text to say.")),
+                ],
+                &["text"],
+            )
+        }
+    }
+}

@@ -358,3 +358,80 @@ impl WriteJson for SpecializedCoachingRequest {
 }
 
 document!(SpecializedCoachingRequest, &SHAPE, request);
+
+// ---------------------------------------------------------------------------
+// JSON Schema (feature `schema`)
+
+#[cfg(feature = "schema")]
+mod json_schema {
+    use super::SpecializedCoachingRequest;
+    use crate::json::{Json, Object};
+    use crate::json_schema::{
+        HasSchema, Refs, S, int64, model, non_empty, nullable, object, strings,
+    };
+
+    impl HasSchema for SpecializedCoachingRequest {
+        fn schema(refs: &Refs<'_>) -> Object {
+            let list = |item: &str, description: &str| {
+                S::ty("array").set("items", refs.to(item)).doc(description)
+            };
+            model(
+                "SpecializedCoachingRequest",
+                "The body of `POST /v1/coaching`. Not expressible here: step ids are unique \
+                 and point ids are unique; `target_step_id` is the id of a trajectory step; \
+                 every `input_step_id` is the id of a trajectory step (the reference's \
+                 `validate_references`).",
+                vec![
+                    (
+                        "run_id",
+                        non_empty("The run whose coaching session this request uses."),
+                    ),
+                    (
+                        "request_id",
+                        non_empty("The request's id; the reply echoes it."),
+                    ),
+                    (
+                        "kind",
+                        S::ty("string")
+                            .set("enum", strings(&["failure", "suboptimal", "format"]))
+                            .doc("The kind of repair asked for."),
+                    ),
+                    ("stage", refs.to("CoachingStage").build()),
+                    (
+                        "active_errors",
+                        S::ty("array")
+                            .set("items", refs.to("CoachingError"))
+                            .set("default", Json::Array(Vec::new()))
+                            .doc("The errors active at the target step."),
+                    ),
+                    (
+                        "diagnosis",
+                        nullable(
+                            refs.to("CoachingDiagnosis"),
+                            "The caller's diagnosis, if any.",
+                        ),
+                    ),
+                    ("target_step_id", int64("The id of the step to repair.")),
+                    (
+                        "trajectory",
+                        list("CoachingStep", "The trajectory, in order."),
+                    ),
+                    (
+                        "reinjection_points",
+                        list("ReinjectionPoint", "Where proposals may be re-injected."),
+                    ),
+                    ("additional_info", object("Additional info.")),
+                ],
+                &[
+                    "run_id",
+                    "request_id",
+                    "kind",
+                    "stage",
+                    "target_step_id",
+                    "trajectory",
+                    "reinjection_points",
+                ],
+            )
+        }
+    }
+}

@@ -406,3 +406,94 @@ document!(
     &PROPOSAL_SHAPE,
     CoachingProposal::validate
 );
+
+// ---------------------------------------------------------------------------
+// JSON Schema (feature `schema`)
+
+#[cfg(feature = "schema")]
+mod json_schema {
+    use super::{CoachingLog, CoachingProposal, LOG_PATTERN, SpecializedCoachingResponse};
+    use crate::json::{Json, Object};
+    use crate::json_schema::{HasSchema, Refs, S, free_form, model, non_empty, nullable, strings};
+
+    impl HasSchema for CoachingLog {
+        fn schema(_refs: &Refs<'_>) -> Object {
+            model(
+                "CoachingLog",
+                "A log of the coach.",
+                vec![
+                    (
+                        "coaching_type",
+                        S::ty("string")
+                            .set("pattern", LOG_PATTERN)
+                            .doc("What the log is about; `$` is the very end of the string."),
+                    ),
+                    ("content", S::ty("string").doc("The text.")),
+                ],
+                &["coaching_type", "content"],
+            )
+        }
+    }
+
+    impl HasSchema for CoachingProposal {
+        fn schema(_refs: &Refs<'_>) -> Object {
+            model(
+                "CoachingProposal",
+                "A repair: what to re-inject at one reinjection point.",
+                vec![
+                    (
+                        "reinjection_point_id",
+                        S::ty("string").doc("The id of one of the request's reinjection points."),
+                    ),
+                    (
+                        "extra_keys",
+                        S::ty("object").doc(&free_form(
+                            "The payload GEN re-injects as `extra_keys.coaching`.",
+                        )),
+                    ),
+                ],
+                &["reinjection_point_id", "extra_keys"],
+            )
+        }
+    }
+
+    impl HasSchema for SpecializedCoachingResponse {
+        fn schema(refs: &Refs<'_>) -> Object {
+            model(
+                "SpecializedCoachingResponse",
+                "The body of a 200 answer to `POST /v1/coaching`. Not expressible here: \
+                 `corrected` needs at least one proposal; `abandoned` and `error` need a \
+                 non-empty `reason` and no proposals; `request_id` echoes the request's and \
+                 every proposal names one of its reinjection points (`validate_request`).",
+                vec![
+                    (
+                        "logs",
+                        S::ty("array")
+                            .set("items", refs.to("CoachingLog"))
+                            .set("default", Json::Array(Vec::new()))
+                            .doc("The coach's logs."),
+                    ),
+                    ("request_id", non_empty("Echo of the request's id.")),
+                    (
+                        "status",
+                        S::ty("string")
+                            .set("enum", strings(&["corrected", "abandoned", "error"]))
+                            .doc("The outcome."),
+                    ),
+                    (
+                        "proposals",
+                        S::ty("array")
+                            .set("items", refs.to("CoachingProposal"))
+                            .set("default", Json::Array(Vec::new()))
+                            .doc("The proposals (none unless `corrected`)."),
+                    ),
+                    (
+                        "reason",
+                        nullable(S::ty("string"), "Why the coach abandoned or failed."),
+                    ),
+                ],
+                &["request_id", "status"],
+            )
+        }
+    }
+}

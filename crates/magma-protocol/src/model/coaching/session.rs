@@ -276,3 +276,80 @@ document!(
     &Shape::Any,
     CoachingBackendConfig::validate
 );
+
+// ---------------------------------------------------------------------------
+// JSON Schema (feature `schema`)
+
+#[cfg(feature = "schema")]
+mod json_schema {
+    use super::{CoachingBackendConfig, CoachingSessionConfig};
+    use crate::json::{Json, Object};
+    use crate::json_schema::{HasSchema, Refs, S, integer, model};
+
+    impl HasSchema for CoachingBackendConfig {
+        fn schema(_refs: &Refs<'_>) -> Object {
+            model(
+                "CoachingBackendConfig",
+                "One LLM endpoint the caller hands over for the session's coach.",
+                vec![
+                    ("type", S::ty("string").doc("The kind of backend.")),
+                    ("endpoint", S::ty("string").doc("The backend's URL.")),
+                    ("default_model", S::ty("string").doc("The model to ask.")),
+                    (
+                        "headers",
+                        S::ty("object")
+                            .set("additionalProperties", S::ty("string"))
+                            .set("default", Object::new())
+                            .doc("Headers to send; values are strings (`null` is refused)."),
+                    ),
+                    (
+                        "timeout",
+                        S::ty("number")
+                            .set("exclusiveMinimum", 0)
+                            .set("default", 30)
+                            .doc(
+                                "Seconds per call; an integer is accepted, a string or a \
+                                  boolean is not, and the value must stay above 0 once read \
+                                  as a float (`1e-400` is 0).",
+                            ),
+                    ),
+                    (
+                        "max_retry",
+                        S::ty("integer")
+                            .set("minimum", 0)
+                            .set("maximum", u64::MAX)
+                            .set("default", 3)
+                            .doc(&integer("How many times a call is retried.", "unsigned ")),
+                    ),
+                ],
+                &["type", "endpoint", "default_model"],
+            )
+        }
+    }
+
+    impl HasSchema for CoachingSessionConfig {
+        fn schema(refs: &Refs<'_>) -> Object {
+            model(
+                "CoachingSessionConfig",
+                "The body of `PUT /v1/coaching/sessions/{run_id}`. Not expressible here: at \
+                 least one backend (the reference's `validate_backends`).",
+                vec![
+                    (
+                        "backends",
+                        S::ty("object")
+                            .set("additionalProperties", refs.to("CoachingBackendConfig"))
+                            .set("default", Object::new())
+                            .doc("The backends, by name."),
+                    ),
+                    (
+                        "capture_logs",
+                        S::ty("boolean")
+                            .set("default", Json::Bool(true))
+                            .doc("Whether the coach's logs go back in the replies."),
+                    ),
+                ],
+                &[],
+            )
+        }
+    }
+}

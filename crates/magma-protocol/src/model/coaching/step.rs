@@ -388,3 +388,132 @@ document!(CoachingError, &ERROR_SHAPE, CoachingError::validate);
 document!(CoachingDiagnosis, &Shape::Any, CoachingDiagnosis::validate);
 document!(CoachingStep, &STEP_SHAPE, CoachingStep::validate);
 document!(ReinjectionPoint, &POINT_SHAPE, ReinjectionPoint::validate);
+
+// ---------------------------------------------------------------------------
+// JSON Schema (feature `schema`)
+
+#[cfg(feature = "schema")]
+mod json_schema {
+    use super::{CoachingDiagnosis, CoachingError, CoachingStage, CoachingStep, ReinjectionPoint};
+    use crate::json::{Json, Object};
+    use crate::json_schema::{
+        HasSchema, Refs, S, free_form, int64, integer, model, nullable, object, strings,
+    };
+
+    fn nullable_str(description: &str) -> Json {
+        nullable(S::ty("string"), description)
+    }
+
+    impl HasSchema for CoachingStage {
+        fn schema(_refs: &Refs<'_>) -> Object {
+            model(
+                "CoachingStage",
+                "The stage of the task the coached step belongs to.",
+                vec![
+                    ("id", int64("The stage's id.")),
+                    ("goal", S::ty("string").doc("What the stage asks for.")),
+                    ("hint", nullable_str("A hint for the coach, if any.")),
+                ],
+                &["id", "goal"],
+            )
+        }
+    }
+
+    impl HasSchema for CoachingError {
+        fn schema(_refs: &Refs<'_>) -> Object {
+            model(
+                "CoachingError",
+                "An error active at the coached step.",
+                vec![
+                    (
+                        "code",
+                        S::ty("string").doc("Machine-readable code, e.g. `environment`."),
+                    ),
+                    ("description", S::ty("string").doc("What went wrong.")),
+                    ("details", object("Details.")),
+                ],
+                &["code", "description"],
+            )
+        }
+    }
+
+    impl HasSchema for CoachingDiagnosis {
+        fn schema(_refs: &Refs<'_>) -> Object {
+            model(
+                "CoachingDiagnosis",
+                "What the caller's diagnosis says about the failure.",
+                vec![
+                    ("explanation", S::ty("string").doc("Why the step failed.")),
+                    (
+                        "expected_decision",
+                        nullable_str("What the agent should have decided, in words, if known."),
+                    ),
+                ],
+                &["explanation"],
+            )
+        }
+    }
+
+    impl HasSchema for CoachingStep {
+        fn schema(refs: &Refs<'_>) -> Object {
+            model(
+                "CoachingStep",
+                "One step of the trajectory: the input the agent saw, its decision and its \
+                 error (both, one or neither), its diagnostics and what executing it gave.",
+                vec![
+                    ("id", int64("The step's id, unique in its trajectory.")),
+                    ("input", refs.to("AgentInput").build()),
+                    (
+                        "output",
+                        nullable(refs.to("AgentDecision"), "The agent's decision, if any."),
+                    ),
+                    (
+                        "error",
+                        nullable(refs.to("AgentError"), "The agent's error, if any."),
+                    ),
+                    (
+                        "internal_steps",
+                        S::ty("array")
+                            .set("items", S::ty("object"))
+                            .set("default", Json::Array(Vec::new()))
+                            .doc(&free_form(
+                                "The candidate's internal steps, each an object.",
+                            )),
+                    ),
+                    ("execution", object("What executing the decision gave.")),
+                ],
+                &["id", "input"],
+            )
+        }
+    }
+
+    impl HasSchema for ReinjectionPoint {
+        fn schema(refs: &Refs<'_>) -> Object {
+            model(
+                "ReinjectionPoint",
+                "Where a proposal may be re-injected: exactly one of `input_step_id` (a \
+                 trajectory step of the request) and `input` is set; `null` counts as absent.",
+                vec![
+                    (
+                        "id",
+                        S::ty("string").doc("The point's id, unique in its request."),
+                    ),
+                    (
+                        "input_step_id",
+                        S::new()
+                            .set("type", strings(&["integer", "null"]))
+                            .set("minimum", i64::MIN)
+                            .set("maximum", i64::MAX)
+                            .set("default", Json::Null)
+                            .doc(&integer("The trajectory step whose input it is.", "")),
+                    ),
+                    (
+                        "input",
+                        nullable(refs.to("AgentInput"), "The input itself."),
+                    ),
+                ],
+                &["id"],
+            )
+        }
+    }
+}
