@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::Method;
-use magma_server::Json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -718,7 +717,7 @@ async fn a_request_abandoned_by_its_client_is_logged_and_its_inference_dropped()
 
 #[tokio::test]
 async fn the_demo_coaches_unless_no_coaching() {
-    let advertised = |body: Json| {
+    let advertised = |body: magma_server::Json| {
         (
             body.get("specialized_coaching").unwrap().to_json_string(),
             body.get("coaching_resume").cloned(),
@@ -730,7 +729,7 @@ async fn the_demo_coaches_unless_no_coaching() {
         advertised(info.expect(200)),
         (
             r#"["failure","suboptimal","format"]"#.to_owned(),
-            Some(Json::Bool(true))
+            Some(magma_server::Json::Bool(true))
         )
     );
     for off in [
@@ -740,7 +739,7 @@ async fn the_demo_coaches_unless_no_coaching() {
         let info = send(off.addr, Method::GET, "/v1/info", &[], Bytes::new()).await;
         assert_eq!(
             advertised(info.expect(200)),
-            ("[]".to_owned(), Some(Json::Bool(false)))
+            ("[]".to_owned(), Some(magma_server::Json::Bool(false)))
         );
     }
 }
