@@ -2,6 +2,7 @@
 
 mod support;
 
+mod coaching;
 mod demo;
 mod faults;
 mod hostile;
