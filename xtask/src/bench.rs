@@ -28,8 +28,7 @@ use serde_json::Value;
 
 use crate::python;
 
-#[path = "../../crates/magma-protocol/benches/bench_like.rs"]
-mod bench_like;
+use magma_testkit::fixtures as bench_like;
 
 const SECTIONS: &[&str] = &["parse", "http", "batch", "memory", "client", "compose"];
 

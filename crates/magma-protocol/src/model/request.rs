@@ -521,7 +521,7 @@ mod tests {
     use crate::json::parse;
     use crate::json::parse::tricky_text;
 
-    include!("../../benches/bench_like.rs");
+    use magma_testkit::fixtures::bench_like_request;
 
     fn parse_shaped_request(body: &[u8]) -> Result<Json, Error> {
         parse_shaped(body, &SHAPE, READ).map_err(Error::from)

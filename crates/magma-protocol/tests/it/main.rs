@@ -2,7 +2,6 @@
 #![allow(clippy::print_stderr, clippy::print_stdout)] // tests report what they measured
 
 mod corpus;
-mod deviations;
 mod errors;
 mod exchange;
 mod fixtures;

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use magma_protocol::ErrorKind;
 
 use crate::corpus::verdict;
-use crate::deviations::{is_deviation, public_corpus};
+use magma_testkit::fixtures::{is_deviation, public_corpus};
 
 #[test]
 fn public_corpus_if_present_verdicts_match_outside_deviation_families() {

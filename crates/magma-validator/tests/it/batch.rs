@@ -11,8 +11,8 @@ use magma_validator::magma_protocol::{
 };
 use serde_json::Value;
 
-use crate::deviations::{is_deviation, public_corpus};
 use crate::support::{code, run, stderr};
+use magma_testkit::fixtures::{is_deviation, public_corpus};
 
 const FIXTURES: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),

@@ -4,7 +4,9 @@
 
 use serde_json::Value;
 
-use crate::support::{TempDir, code, run, stderr, stdout};
+use magma_testkit::TempDir;
+
+use crate::support::{code, run, stderr, stdout};
 
 fn json_report(args: &[&str], stdin: &[u8]) -> (i32, Value) {
     let mut all = args.to_vec();

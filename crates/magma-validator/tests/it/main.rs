@@ -4,8 +4,6 @@
 
 mod batch;
 mod cli_check;
-#[path = "../../../magma-protocol/tests/it/deviations.rs"]
-mod deviations;
 mod probe_ci;
 mod probe_faults;
 mod probe_live;
