@@ -53,6 +53,29 @@ pub enum ErrorKind {
 }
 
 impl ErrorKind {
+    /// Every kind, in declaration order (`docs/validator.md` documents each;
+    /// a test of magma-validator checks it).
+    pub const ALL: [ErrorKind; 18] = [
+        ErrorKind::JsonInvalid,
+        ErrorKind::Missing,
+        ErrorKind::ExtraForbidden,
+        ErrorKind::ModelType,
+        ErrorKind::DictType,
+        ErrorKind::ListType,
+        ErrorKind::StringType,
+        ErrorKind::IntType,
+        ErrorKind::BoolType,
+        ErrorKind::LiteralError,
+        ErrorKind::StringTooShort,
+        ErrorKind::GreaterThan,
+        ErrorKind::GreaterThanEqual,
+        ErrorKind::FiniteNumber,
+        ErrorKind::RecursionDepthExceeded,
+        ErrorKind::ValueError,
+        ErrorKind::IntOutOfRange,
+        ErrorKind::CandidatesMismatch,
+    ];
+
     /// The stable name, equal to the pydantic error type where one exists.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -295,5 +318,44 @@ impl From<SyntaxError> for Error {
             model: "JSON",
             issues: vec![Issue::json_invalid(e.detail, e.position)],
         }
+    }
+}
+
+#[cfg(test)]
+mod kind_tests {
+    use super::ErrorKind;
+
+    /// `ALL` holds every kind once, in declaration order. The match has no
+    /// wildcard: a new kind does not compile here until it is given its
+    /// place, which the loop then requires in `ALL`.
+    #[test]
+    fn all_holds_every_kind_in_declaration_order() {
+        let place = |k: ErrorKind| match k {
+            ErrorKind::JsonInvalid => 0,
+            ErrorKind::Missing => 1,
+            ErrorKind::ExtraForbidden => 2,
+            ErrorKind::ModelType => 3,
+            ErrorKind::DictType => 4,
+            ErrorKind::ListType => 5,
+            ErrorKind::StringType => 6,
+            ErrorKind::IntType => 7,
+            ErrorKind::BoolType => 8,
+            ErrorKind::LiteralError => 9,
+            ErrorKind::StringTooShort => 10,
+            ErrorKind::GreaterThan => 11,
+            ErrorKind::GreaterThanEqual => 12,
+            ErrorKind::FiniteNumber => 13,
+            ErrorKind::RecursionDepthExceeded => 14,
+            ErrorKind::ValueError => 15,
+            ErrorKind::IntOutOfRange => 16,
+            ErrorKind::CandidatesMismatch => 17,
+        };
+        for (i, k) in ErrorKind::ALL.iter().enumerate() {
+            assert_eq!(place(*k), i, "{k} out of place in ErrorKind::ALL");
+        }
+        assert_eq!(
+            place(ErrorKind::CandidatesMismatch) + 1,
+            ErrorKind::ALL.len()
+        );
     }
 }

@@ -4,6 +4,7 @@
 
 mod batch;
 mod cli_check;
+mod docs;
 mod probe_ci;
 mod probe_faults;
 mod probe_live;
