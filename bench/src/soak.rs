@@ -26,6 +26,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use magma_protocol::{AgentRequest, AgentResponse};
+use magma_testkit::Rng;
 use magma_testkit::process::ChildGuard;
 
 use crate::process::free_port;
@@ -256,22 +257,6 @@ impl Trend {
 
 fn rss_kib(pid: u32) -> Result<u64> {
     magma_testkit::process::rss_kib(pid).context("no VmRSS in /proc/<pid>/status")
-}
-
-/// A small deterministic generator (xorshift).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
 }
 
 fn worker(

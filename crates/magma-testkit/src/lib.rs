@@ -9,7 +9,8 @@
 //! - [`TempDir`]: a fresh temporary directory removed on drop;
 //! - [`http1`]: raw HTTP/1 exchanges on a TCP stream;
 //! - [`process`]: a child-process guard and `/proc` readers (RSS);
-//! - [`fixtures`]: the BENCH-like bodies and the deviation list.
+//! - [`fixtures`]: the BENCH-like bodies and the deviation list;
+//! - [`Rng`]: a deterministic generator for load and garbage.
 //!
 //! Everything here panics with a message on failure: it runs inside tests.
 
@@ -17,7 +18,9 @@ pub mod fixtures;
 pub mod http1;
 pub mod pki;
 pub mod process;
+mod rng;
 pub mod stub;
 mod temp;
 
+pub use rng::Rng;
 pub use temp::TempDir;

@@ -8,23 +8,8 @@
 #[cfg(feature = "cli")]
 use std::time::Duration;
 
-/// A deterministic xorshift generator for garbage bytes.
 #[cfg(any(feature = "cli", feature = "tls"))]
-struct Rng(u64);
-
-#[cfg(any(feature = "cli", feature = "tls"))]
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn bytes(&mut self, n: usize) -> Vec<u8> {
-        (0..n).map(|_| self.next() as u8).collect()
-    }
-}
+use magma_testkit::Rng;
 
 /// The first bytes of a TLS 1.2/1.3 ClientHello record (record header,
 /// handshake header, legacy version, part of the random): what a client
