@@ -20,7 +20,7 @@ use crate::error::{Error, ErrorKind, Issue};
 use crate::json::{
     FreeFormProblem, Json, Location, Map, Number, Object, Segment, check_free_form, parse,
 };
-use crate::limits::{MAX_FREE_FORM_DEPTH, READ};
+use crate::limits::{MAX_FREE_FORM_DEPTH, MAX_REPORTED_ERRORS, READ};
 
 #[derive(Clone, Copy)]
 pub(crate) enum PathSeg {
@@ -34,6 +34,8 @@ pub(crate) struct Validation {
     model: &'static str,
     path: Vec<PathSeg>,
     issues: Vec<Issue>,
+    /// Problems found past [`MAX_REPORTED_ERRORS`]: counted, not kept.
+    omitted: usize,
 }
 
 impl Validation {
@@ -42,6 +44,7 @@ impl Validation {
             model,
             path: Vec::with_capacity(8),
             issues: Vec::new(),
+            omitted: 0,
         }
     }
 
@@ -63,11 +66,9 @@ impl Validation {
         kind: ErrorKind,
         msg: impl Into<String>,
         input: Json,
-    ) -> &mut Issue {
+    ) {
         let issue = Issue::new(kind, self.location([]), msg).with_input(input);
-        self.issues.push(issue);
-        let last = self.issues.len() - 1;
-        &mut self.issues[last]
+        self.push(issue);
     }
 
     pub(crate) fn report_ctx(
@@ -81,7 +82,7 @@ impl Validation {
         let issue = Issue::new(kind, self.location([]), msg)
             .with_input(input)
             .with_ctx(key, val);
-        self.issues.push(issue);
+        self.push(issue);
     }
 
     pub(crate) fn at<T>(&mut self, seg: PathSeg, f: impl FnOnce(&mut Validation) -> T) -> T {
@@ -91,9 +92,14 @@ impl Validation {
         out
     }
 
-    /// Records a problem found by a model-level rule.
+    /// Records a problem: kept while fewer than [`MAX_REPORTED_ERRORS`]
+    /// are, counted (and dropped, with the input it carried) after.
     pub(crate) fn push(&mut self, issue: Issue) {
-        self.issues.push(issue);
+        if self.issues.len() < MAX_REPORTED_ERRORS {
+            self.issues.push(issue);
+        } else {
+            self.omitted += 1;
+        }
     }
 
     /// Validates a whole document as the model `model`: `f` reads the value,
@@ -108,15 +114,16 @@ impl Validation {
         cx.finish_opt(out)
     }
 
+    /// Problems found so far, kept or only counted.
     pub(crate) fn count(&self) -> usize {
-        self.issues.len()
+        self.issues.len() + self.omitted
     }
 
     pub(crate) fn finish<T>(self, value: T) -> Result<T, Error> {
         if self.issues.is_empty() {
             Ok(value)
         } else {
-            Err(Error::new(self.model, self.issues))
+            Err(Error::new(self.model, self.issues).with_omitted(self.omitted))
         }
     }
 
@@ -133,7 +140,7 @@ impl Validation {
                         "invalid",
                     ));
                 }
-                Err(Error::new(self.model, issues))
+                Err(Error::new(self.model, issues).with_omitted(self.omitted))
             }
         }
     }
@@ -351,14 +358,17 @@ fn check_value_at(o: &Object, i: usize, value: &Json, cx: &mut Validation, limit
         model: cx.model,
         path: Vec::new(),
         issues: Vec::new(),
+        omitted: 0,
     };
     check_free_form_at(value, &mut sub, limit);
     if sub.issues.is_empty() {
         return;
     }
     let prefix = cx.location([Segment::Key(o.entries()[i].0.clone())]);
-    cx.issues
-        .extend(sub.issues.into_iter().map(|issue| issue.prefixed(&prefix)));
+    for issue in sub.issues {
+        cx.push(issue.prefixed(&prefix));
+    }
+    cx.omitted += sub.omitted;
 }
 
 /// Checks a free-form value (see [`check_free_form`]), reporting each
@@ -375,8 +385,7 @@ fn check_free_form_at(root: &Json, cx: &mut Validation, limit: usize) {
             ),
         };
         let loc = cx.location(segs);
-        cx.issues
-            .push(Issue::new(kind, loc, msg).with_input(value.clone()));
+        cx.push(Issue::new(kind, loc, msg).with_input(value.clone()));
     });
 }
 

@@ -157,3 +157,40 @@ proptest! {
         all_parsers(&w);
     }
 }
+
+/// The error-list bomb: one problem per element of a long list. The first
+/// `MAX_REPORTED_ERRORS` are kept exactly as reported, the rest only counted,
+/// and the 422 body stays a small multiple of the cap, not of the request.
+#[test]
+fn error_lists_keep_the_first_problems_and_count_the_rest() {
+    use magma_protocol::MAX_REPORTED_ERRORS;
+    let n = 50_000;
+    let zeros = vec!["0"; n].join(",");
+    let request = format!(r#"{{"request_id":"e","inputs":[{zeros}]}}"#);
+    let err = AgentRequest::from_slice(request.as_bytes()).unwrap_err();
+    assert_eq!(err.issues().len(), MAX_REPORTED_ERRORS);
+    assert_eq!(err.omitted(), n - MAX_REPORTED_ERRORS);
+    for (i, issue) in err.issues().iter().enumerate() {
+        assert_eq!(issue.kind(), ErrorKind::ModelType);
+        assert_eq!(issue.location().to_string(), format!("inputs[{i}]"));
+    }
+    let body = err.to_fastapi_body();
+    let detail = body.as_object().unwrap().get("detail").unwrap();
+    assert_eq!(detail.as_array().unwrap().len(), MAX_REPORTED_ERRORS);
+    let omitted = body.as_object().unwrap().get("omitted_errors").unwrap();
+    assert_eq!(omitted.as_number().unwrap().as_u64(), Some((n - 100) as u64));
+    assert!(body.to_json_string().len() < 200 * MAX_REPORTED_ERRORS);
+    assert!(err.to_string().contains("and 49900 more not listed"), "{err}");
+
+    // The same list in a response, as a hostile agent would answer.
+    let response = format!("[{zeros}]");
+    let err = AgentResponse::from_slice(response.as_bytes()).unwrap_err();
+    assert_eq!(err.issues().len(), MAX_REPORTED_ERRORS);
+    assert_eq!(err.omitted(), n - MAX_REPORTED_ERRORS);
+
+    // At the cap exactly nothing is omitted and the body has no extra member.
+    let zeros = vec!["0"; MAX_REPORTED_ERRORS].join(",");
+    let err = AgentResponse::from_slice(format!("[{zeros}]").as_bytes()).unwrap_err();
+    assert_eq!((err.issues().len(), err.omitted()), (MAX_REPORTED_ERRORS, 0));
+    assert!(err.to_fastapi_body().as_object().unwrap().get("omitted_errors").is_none());
+}
