@@ -61,12 +61,7 @@ impl Validation {
         Location::from(segs)
     }
 
-    pub(crate) fn report(
-        &mut self,
-        kind: ErrorKind,
-        msg: impl Into<String>,
-        input: Json,
-    ) {
+    pub(crate) fn report(&mut self, kind: ErrorKind, msg: impl Into<String>, input: Json) {
         let issue = Issue::new(kind, self.location([]), msg).with_input(input);
         self.push(issue);
     }

@@ -87,6 +87,11 @@ pub struct ServerArgs {
           value_parser = clap::value_parser!(u64).range(1..))]
     pub max_candidates: u64,
 
+    /// Largest answer of POST /v1/responses in bytes; a request whose answer would be larger gets 422, an agent answer that is larger 500
+    #[arg(env = "MAGMA_SERVER_MAX_RESPONSE_BYTES", long, value_name = "BYTES", default_value_t = Config::DEFAULT_MAX_RESPONSE_BYTES,
+          value_parser = clap::value_parser!(u64).range(1024..))]
+    pub max_response_bytes: u64,
+
     /// Seconds allowed per inference, including the wait for a slot; 504 when exceeded [default: no limit]
     #[arg(env = "MAGMA_SERVER_INFERENCE_TIMEOUT_SECS", long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
     pub inference_timeout_secs: Option<u64>,
@@ -296,6 +301,7 @@ impl ServerArgs {
             max_connections: self.max_connections,
             max_concurrent_inferences: self.max_concurrent_inferences,
             max_candidates: self.max_candidates,
+            max_response_bytes: self.max_response_bytes,
             inference_timeout: self.inference_timeout_secs.map(secs),
             shutdown_grace: secs(self.shutdown_grace_secs),
             path_prefix: self.path_prefix.clone(),
@@ -689,6 +695,7 @@ mod tests {
         assert_eq!(c.max_connections, d.max_connections);
         assert_eq!(c.max_concurrent_inferences, d.max_concurrent_inferences);
         assert_eq!(c.max_candidates, d.max_candidates);
+        assert_eq!(c.max_response_bytes, d.max_response_bytes);
         assert_eq!(c.inference_timeout, d.inference_timeout);
         assert_eq!(c.shutdown_grace, d.shutdown_grace);
         assert_eq!(c.tls_handshake_timeout, d.tls_handshake_timeout);

@@ -23,6 +23,7 @@ use crate::agent::{Agent, Readiness};
 use crate::config::Config;
 use crate::context::RequestContext;
 use crate::forwarded::{TrustedProxy, client_ip};
+use crate::limits;
 use crate::unwind::{CatchUnwind, panic_message};
 
 /// The error type of request bodies the handler accepts.
@@ -35,6 +36,7 @@ pub(crate) struct Shared<A> {
     pub(crate) max_body_bytes: u64,
     pub(crate) body_timeout: Duration,
     pub(crate) max_candidates: u64,
+    pub(crate) max_response_bytes: u64,
     pub(crate) inference_timeout: Option<Duration>,
     pub(crate) inferences: Semaphore,
     trusted_proxies: Vec<TrustedProxy>,
@@ -86,6 +88,7 @@ impl<A> Shared<A> {
             max_body_bytes: config.max_body_bytes,
             body_timeout: config.body_timeout,
             max_candidates: config.max_candidates,
+            max_response_bytes: config.max_response_bytes,
             inference_timeout: config.inference_timeout,
             inferences: Semaphore::new(config.max_concurrent_inferences),
             trusted_proxies: config.trusted_proxies.clone(),
@@ -126,12 +129,14 @@ pub(crate) enum Failure {
     Panic,
     Miscount,
     Rejection,
+    /// The answer passed the response-size limit while it was written.
+    Oversized,
 }
 
 impl Failure {
     /// How many there are.
     #[cfg(feature = "metrics")]
-    pub(crate) const COUNT: usize = 4;
+    pub(crate) const COUNT: usize = 5;
 }
 
 /// An answer plus what the access log needs.
@@ -175,7 +180,11 @@ const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 const MAX_LOGGED_ID: usize = 128;
 
 fn json_response(status: StatusCode, body: String) -> Response<Full<Bytes>> {
-    let mut r = Response::new(Full::new(Bytes::from(body)));
+    bytes_response(status, Bytes::from(body))
+}
+
+fn bytes_response(status: StatusCode, body: Bytes) -> Response<Full<Bytes>> {
+    let mut r = Response::new(Full::new(body));
     *r.status_mut() = status;
     r.headers_mut().insert(CONTENT_TYPE, JSON);
     r
@@ -578,6 +587,15 @@ where
         );
         return Reply::new(detail(StatusCode::UNPROCESSABLE_ENTITY, &msg));
     }
+    let expected = limits::expected_answer_bytes(&request);
+    if expected > u128::from(shared.max_response_bytes) {
+        let msg = format!(
+            "The answer to this request would be at least {expected} bytes (every candidate \
+             carries its input's memory); this server answers at most {} bytes per request",
+            shared.max_response_bytes
+        );
+        return Reply::new(detail(StatusCode::UNPROCESSABLE_ENTITY, &msg));
+    }
     if let Readiness::NotReady(reason) = shared.agent.readiness() {
         return Reply::new(detail(StatusCode::SERVICE_UNAVAILABLE, &reason));
     }
@@ -589,7 +607,8 @@ where
         };
     }
     // The context owns the id from here on; the logs below borrow it.
-    let context = RequestContext::new(id, ids.header.clone(), ids.client, ids.span.clone());
+    let context = RequestContext::new(id, ids.header.clone(), ids.client, ids.span.clone())
+        .with_max_response_bytes(shared.max_response_bytes);
     let id = context.request_id();
     tracing::debug!(
         request_id = ?id,
@@ -653,10 +672,26 @@ where
                     .count() as u64;
                 m.candidates(n as u64 - errors, errors);
             }
-            let body = response.to_json_string();
-            Reply {
-                candidates: Some(n),
-                ..Reply::new(json_response(StatusCode::OK, body))
+            match limits::write_candidates(response.into_candidates(), shared.max_response_bytes) {
+                Ok(body) => Reply {
+                    candidates: Some(n),
+                    ..Reply::new(bytes_response(StatusCode::OK, body))
+                },
+                Err(oversized) => {
+                    shared.failed(Failure::Oversized);
+                    tracing::error!(
+                        request_id = ?id,
+                        at_least = oversized.at_least,
+                        limit = shared.max_response_bytes,
+                        "the agent's answer is larger than the response limit; answered 500"
+                    );
+                    let msg = format!(
+                        "Internal Server Error: the agent's answer is larger than the server's \
+                         response limit of {} bytes (at least {} bytes)",
+                        shared.max_response_bytes, oversized.at_least
+                    );
+                    Reply::new(detail(StatusCode::INTERNAL_SERVER_ERROR, &msg))
+                }
             }
         }
         Err(e) => {

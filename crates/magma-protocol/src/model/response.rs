@@ -185,6 +185,20 @@ impl AgentOutput {
     pub fn status(&self) -> CandidateStatus {
         self.outcome.status()
     }
+
+    /// Appends the candidate's compact JSON to `out`: the bytes
+    /// [`AgentResponse::to_json_string`] writes for it between its commas,
+    /// for writing a long response one candidate at a time.
+    pub fn write_json_to(&self, out: &mut String) {
+        self.write_json(out);
+    }
+
+    /// About how many bytes [`write_json_to`](AgentOutput::write_json_to)
+    /// appends, without writing them: exact for memory kept as the text it
+    /// was read from, an allowance for the rest.
+    pub fn json_len_hint(&self) -> usize {
+        self.size_hint()
+    }
 }
 
 /// The body of a `POST /v1/responses` answer: a JSON array of candidates.

@@ -178,9 +178,15 @@ fn error_lists_keep_the_first_problems_and_count_the_rest() {
     let detail = body.as_object().unwrap().get("detail").unwrap();
     assert_eq!(detail.as_array().unwrap().len(), MAX_REPORTED_ERRORS);
     let omitted = body.as_object().unwrap().get("omitted_errors").unwrap();
-    assert_eq!(omitted.as_number().unwrap().as_u64(), Some((n - 100) as u64));
+    assert_eq!(
+        omitted.as_number().unwrap().as_u64(),
+        Some((n - 100) as u64)
+    );
     assert!(body.to_json_string().len() < 200 * MAX_REPORTED_ERRORS);
-    assert!(err.to_string().contains("and 49900 more not listed"), "{err}");
+    assert!(
+        err.to_string().contains("and 49900 more not listed"),
+        "{err}"
+    );
 
     // The same list in a response, as a hostile agent would answer.
     let response = format!("[{zeros}]");
@@ -191,6 +197,15 @@ fn error_lists_keep_the_first_problems_and_count_the_rest() {
     // At the cap exactly nothing is omitted and the body has no extra member.
     let zeros = vec!["0"; MAX_REPORTED_ERRORS].join(",");
     let err = AgentResponse::from_slice(format!("[{zeros}]").as_bytes()).unwrap_err();
-    assert_eq!((err.issues().len(), err.omitted()), (MAX_REPORTED_ERRORS, 0));
-    assert!(err.to_fastapi_body().as_object().unwrap().get("omitted_errors").is_none());
+    assert_eq!(
+        (err.issues().len(), err.omitted()),
+        (MAX_REPORTED_ERRORS, 0)
+    );
+    assert!(
+        err.to_fastapi_body()
+            .as_object()
+            .unwrap()
+            .get("omitted_errors")
+            .is_none()
+    );
 }

@@ -2,6 +2,7 @@
 
 mod support;
 
+mod budget;
 mod demo;
 mod faults;
 mod hostile;
