@@ -77,6 +77,11 @@ pub struct ServerArgs {
           value_parser = positive_usize)]
     pub max_connections: usize,
 
+    /// Requests one HTTP/2 connection may have open at once
+    #[arg(env = "MAGMA_SERVER_MAX_CONCURRENT_STREAMS", long, value_name = "N", default_value_t = Config::DEFAULT_MAX_CONCURRENT_STREAMS,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_concurrent_streams: u32,
+
     /// Inferences running at once at most; further requests wait (health and info never do)
     #[arg(env = "MAGMA_SERVER_MAX_CONCURRENT_INFERENCES", long, value_name = "N", default_value_t = Config::DEFAULT_MAX_CONCURRENT_INFERENCES,
           value_parser = positive_usize)]
@@ -299,6 +304,7 @@ impl ServerArgs {
             header_timeout: secs(self.header_timeout_secs),
             body_timeout: secs(self.body_timeout_secs),
             max_connections: self.max_connections,
+            max_concurrent_streams: self.max_concurrent_streams,
             max_concurrent_inferences: self.max_concurrent_inferences,
             max_candidates: self.max_candidates,
             max_response_bytes: self.max_response_bytes,
@@ -696,6 +702,7 @@ mod tests {
         assert_eq!(c.max_concurrent_inferences, d.max_concurrent_inferences);
         assert_eq!(c.max_candidates, d.max_candidates);
         assert_eq!(c.max_response_bytes, d.max_response_bytes);
+        assert_eq!(c.max_concurrent_streams, d.max_concurrent_streams);
         assert_eq!(c.inference_timeout, d.inference_timeout);
         assert_eq!(c.shutdown_grace, d.shutdown_grace);
         assert_eq!(c.tls_handshake_timeout, d.tls_handshake_timeout);

@@ -35,6 +35,10 @@ pub struct Config {
     /// Open connections at most (default 512). When reached, the server stops
     /// accepting until one closes; the operating system queues the rest.
     pub max_connections: usize,
+    /// Requests one HTTP/2 connection may have open at once (default 16;
+    /// HTTP/1.1 has one). With [`max_body_bytes`](Config::max_body_bytes) it
+    /// bounds the request bodies one connection can make the server hold.
+    pub max_concurrent_streams: u32,
     /// Inferences (`POST /v1/responses` handled by the agent) running at
     /// once, at most (default 64). Further requests wait for a slot;
     /// `/health` and `/v1/info` never wait.
@@ -90,6 +94,8 @@ impl Config {
     pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(60);
     /// Default [`max_connections`](Config::max_connections): 512.
     pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
+    /// Default [`max_concurrent_streams`](Config::max_concurrent_streams): 16.
+    pub const DEFAULT_MAX_CONCURRENT_STREAMS: u32 = 16;
     /// Default [`max_concurrent_inferences`](Config::max_concurrent_inferences): 64.
     pub const DEFAULT_MAX_CONCURRENT_INFERENCES: usize = 64;
     /// Default [`max_candidates`](Config::max_candidates): 1024.
@@ -119,6 +125,9 @@ impl Config {
         let bad = |what: &str| Err(Error::InvalidConfig(what.to_owned()));
         if self.max_connections == 0 {
             return bad("max_connections must be at least 1");
+        }
+        if self.max_concurrent_streams == 0 {
+            return bad("max_concurrent_streams must be at least 1");
         }
         if self.max_concurrent_inferences == 0 {
             return bad("max_concurrent_inferences must be at least 1");
@@ -157,6 +166,7 @@ impl Default for Config {
             header_timeout: Config::DEFAULT_HEADER_TIMEOUT,
             body_timeout: Config::DEFAULT_BODY_TIMEOUT,
             max_connections: Config::DEFAULT_MAX_CONNECTIONS,
+            max_concurrent_streams: Config::DEFAULT_MAX_CONCURRENT_STREAMS,
             max_concurrent_inferences: Config::DEFAULT_MAX_CONCURRENT_INFERENCES,
             max_candidates: Config::DEFAULT_MAX_CANDIDATES,
             max_response_bytes: Config::DEFAULT_MAX_RESPONSE_BYTES,

@@ -11,7 +11,7 @@ use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http::header::{ALLOW, CONNECTION, CONTENT_TYPE, HeaderName, HeaderValue};
+use http::header::{ALLOW, CONNECTION, CONTENT_TYPE, HOST, HeaderName, HeaderValue};
 use http::{HeaderMap, Method, Request, Response, StatusCode, Version};
 use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
 use hyper::body::Body;
@@ -322,9 +322,9 @@ impl Access {
         let id = self.ids.body.get_or_init(generated_id);
         // The caller's own id comes back when it sent one.
         let echoed = self.ids.header.as_deref().unwrap_or(id);
-        if let Ok(v) = HeaderValue::from_str(echoed) {
-            response.headers_mut().insert(REQUEST_ID, v);
-        }
+        response
+            .headers_mut()
+            .insert(REQUEST_ID, request_id_header(echoed));
         if close && self.version <= Version::HTTP_11 {
             response
                 .headers_mut()
@@ -381,6 +381,13 @@ where
     B: Body<Data = Bytes>,
     B::Error: Into<BoxError>,
 {
+    if req.version() == Version::HTTP_11 && !one_host(req.headers()) {
+        return Reply::new(detail(
+            StatusCode::BAD_REQUEST,
+            "Bad Request: an HTTP/1.1 request must carry exactly one Host header",
+        ))
+        .closing();
+    }
     let full = req.uri().path();
     let path = match &shared.prefix {
         None => Some(full),
@@ -389,15 +396,21 @@ where
             .filter(|rest| rest.starts_with('/')),
     };
     let (route, allow) = match path {
-        Some("/health") => (Route::Health, "GET"),
-        Some("/v1/info") => (Route::Info, "GET"),
+        Some("/health") => (Route::Health, "GET, HEAD"),
+        Some("/v1/info") => (Route::Info, "GET, HEAD"),
         Some("/v1/responses") => (Route::Responses, "POST"),
-        Some("/openapi.json") => (Route::OpenApi, "GET"),
+        Some("/openapi.json") => (Route::OpenApi, "GET, HEAD"),
         #[cfg(feature = "metrics")]
-        Some("/metrics") if shared.metrics.is_some() => (Route::Metrics, "GET"),
+        Some("/metrics") if shared.metrics.is_some() => (Route::Metrics, "GET, HEAD"),
         _ => return Reply::new(detail(StatusCode::NOT_FOUND, "Not Found")),
     };
-    let reply = match (route, req.method()) {
+    // `HEAD` is answered as `GET` on the `GET` routes; hyper sends the
+    // head (with the `Content-Length` of the body) and drops the body.
+    let method = match req.method() {
+        &Method::HEAD => &Method::GET,
+        other => other,
+    };
+    let reply = match (route, method) {
         (Route::Health, &Method::GET) => Reply::new(health(&shared.agent)),
         (Route::Info, &Method::GET) => Reply::new(json_response(
             StatusCode::OK,
@@ -419,6 +432,12 @@ where
         }
     };
     reply.at(route)
+}
+
+/// RFC 9112, section 3.2: an HTTP/1.1 request has exactly one `Host`.
+fn one_host(headers: &HeaderMap) -> bool {
+    let mut hosts = headers.get_all(HOST).iter();
+    hosts.next().is_some() && hosts.next().is_none()
 }
 
 /// The Prometheus text of the server's registry.
@@ -709,6 +728,31 @@ where
     }
 }
 
+/// `id` as a header value: as it is when it is visible ASCII (the usual
+/// case), else with every byte outside `!`..`~` and every `%`
+/// percent-escaped (`a\nb` gives `a%0Ab`), so that the header is always
+/// there and says which id it was.
+fn request_id_header(id: &str) -> HeaderValue {
+    let visible = |b: &u8| (0x21..=0x7e).contains(b);
+    if let Some(v) = id
+        .bytes()
+        .all(|b| visible(&b))
+        .then(|| HeaderValue::from_str(id).ok())
+        .flatten()
+    {
+        return v;
+    }
+    let mut escaped = String::with_capacity(id.len() * 3);
+    for b in id.bytes() {
+        if visible(&b) && b != b'%' {
+            escaped.push(char::from(b));
+        } else {
+            escaped.push_str(&format!("%{b:02X}"));
+        }
+    }
+    HeaderValue::from_str(&escaped).unwrap_or_else(|_| HeaderValue::from_static("-"))
+}
+
 /// Cuts an id to [`MAX_LOGGED_ID`] characters.
 fn truncate(mut id: String) -> String {
     // No more bytes than the limit: no more characters either.
@@ -774,6 +818,18 @@ mod tests {
         let cut = truncate(long);
         assert_eq!(cut.chars().count(), MAX_LOGGED_ID);
         assert_eq!(truncate("abc".into()), "abc");
+    }
+
+    #[test]
+    fn request_ids_always_make_a_header() {
+        assert_eq!(request_id_header("req-1_a.B"), "req-1_a.B");
+        assert_eq!(request_id_header("a\nb\u{0}"), "a%0Ab%00");
+        assert_eq!(request_id_header("50% é"), "50%25%20%C3%A9");
+        assert_eq!(
+            request_id_header("a%b"),
+            "a%b",
+            "visible ASCII is kept as it is"
+        );
     }
 
     #[test]

@@ -7,7 +7,10 @@ use magma_server::{
     Agent, AgentDecision, AgentInfo, AgentInput, Candidate, Config, Json, Rejection, RequestContext,
 };
 
-use crate::support::{TestServer, check_response, user_request};
+use crate::support::{
+    TestAgent, TestServer, build, check_response, h2_connect, raw_exchange, read, send,
+    slow_request, user_request, within,
+};
 
 fn limited(bytes: u64) -> Config {
     let mut c = Config::default();
@@ -124,4 +127,151 @@ async fn a_422_error_list_is_bounded_and_counts_the_rest() {
     assert_eq!(omitted.as_u64(), Some(n as u64 - 100));
     assert!(reply.body.len() < 20_000, "{} bytes", reply.body.len());
     assert!(reply.body.len() < bomb.len() / 10);
+}
+
+/// HTTP/2 is held to the HTTP/1.1 limits: an idle connection (one that only
+/// answers PINGs) is closed after the header timeout instead of holding its
+/// `max_connections` slot forever.
+#[tokio::test]
+async fn an_idle_http2_connection_is_closed_after_the_header_timeout() {
+    let mut config = Config::default();
+    config.header_timeout = std::time::Duration::from_millis(300);
+    let server = TestServer::with_config(DemoAgent::new(), config).await;
+    let stream = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    let (mut h2, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(stream),
+    )
+    .await
+    .unwrap();
+    let conn = tokio::spawn(conn);
+    let uri = format!("http://{}/health", server.addr);
+    let req = build(http::Method::GET, &uri, &[], bytes::Bytes::new());
+    read(h2.send_request(req).await.unwrap()).await.expect(200);
+    let started = std::time::Instant::now();
+    within("the idle HTTP/2 connection to be closed", conn)
+        .await
+        .unwrap()
+        .ok();
+    let waited = started.elapsed();
+    assert!(
+        waited >= std::time::Duration::from_millis(250),
+        "{waited:?}"
+    );
+}
+
+/// One HTTP/2 connection has at most `max_concurrent_streams` requests
+/// (and so request bodies) at once.
+#[tokio::test]
+async fn http2_streams_per_connection_are_bounded() {
+    let mut config = Config::default();
+    config.max_concurrent_streams = 2;
+    let agent = TestAgent::default();
+    let stats = agent.stats.clone();
+    let server = TestServer::with_config(agent, config).await;
+    let mut h2 = h2_connect(server.addr).await;
+    // One exchange first, so that the client has the server's SETTINGS and
+    // queues streams past the limit (before it, they are refused).
+    let health = format!("http://{}/health", server.addr);
+    let req = build(http::Method::GET, &health, &[], bytes::Bytes::new());
+    read(h2.send_request(req).await.unwrap()).await.expect(200);
+    let uri = format!("http://{}/v1/responses", server.addr);
+    let streams: Vec<_> = (0..6)
+        .map(|i| {
+            let mut h2 = h2.clone();
+            let uri = uri.clone();
+            tokio::spawn(async move {
+                let request = slow_request(&format!("s{i}"), 150);
+                let req = build(
+                    http::Method::POST,
+                    &uri,
+                    &[("content-type", "application/json")],
+                    bytes::Bytes::from(request.clone()),
+                );
+                let reply = read(h2.send_request(req).await.unwrap()).await;
+                check_response(&request, &reply);
+            })
+        })
+        .collect();
+    within("6 streams over a 2-stream connection", async {
+        for s in streams {
+            s.await.unwrap();
+        }
+    })
+    .await;
+    assert_eq!(stats.started(), 6);
+    assert!(stats.max_active() <= 2, "{} at once", stats.max_active());
+}
+
+/// RFC 9112: an HTTP/1.1 request with no `Host`, or two, is `400`; HTTP/1.0
+/// needs none.
+#[tokio::test]
+async fn host_rules_of_http_1_1() {
+    let server = TestServer::start(DemoAgent::new()).await;
+    for head in [
+        "GET /health HTTP/1.1\r\n\r\n",
+        "GET /health HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",
+    ] {
+        let (_, reply) = raw_exchange(server.addr, head.as_bytes()).await;
+        assert_eq!(reply.status, 400, "{head:?}: {reply:?}");
+        assert!(reply.body.contains("Host"), "{}", reply.body);
+        assert!(
+            reply
+                .head
+                .to_ascii_lowercase()
+                .contains("x-request-id: srv-")
+        );
+    }
+    let (_, reply) = raw_exchange(server.addr, b"GET /health HTTP/1.0\r\n\r\n").await;
+    assert_eq!(reply.status, 200, "{reply:?}");
+    let (_, reply) = raw_exchange(server.addr, b"GET /health HTTP/1.1\r\nHost: a\r\n\r\n").await;
+    assert_eq!(reply.status, 200, "{reply:?}");
+}
+
+/// `HEAD` is answered on the `GET` routes: the head of the `GET` answer,
+/// without its body.
+#[tokio::test]
+async fn head_is_answered_on_the_get_routes() {
+    let server = TestServer::start(DemoAgent::new()).await;
+    for path in ["/health", "/v1/info", "/openapi.json"] {
+        let get = server.get(path).await;
+        let head = send(
+            server.addr,
+            http::Method::HEAD,
+            path,
+            &[],
+            bytes::Bytes::new(),
+        )
+        .await;
+        assert_eq!(head.status.as_u16(), 200, "{path}");
+        assert!(head.body.is_empty(), "{path}");
+        assert_eq!(head.header("content-type"), Some("application/json"));
+        assert_eq!(
+            head.header("content-length"),
+            Some(get.body.len().to_string().as_str()),
+            "{path}"
+        );
+    }
+    let reply = send(
+        server.addr,
+        http::Method::HEAD,
+        "/v1/responses",
+        &[],
+        bytes::Bytes::new(),
+    )
+    .await;
+    assert_eq!(reply.status.as_u16(), 405);
+    assert_eq!(reply.header("allow"), Some("POST"));
+}
+
+/// A body `request_id` that cannot be a header value as it is (control
+/// characters, non-ASCII) is echoed percent-escaped: the header is always
+/// there.
+#[tokio::test]
+async fn x_request_id_is_always_present() {
+    let server = TestServer::start(DemoAgent::new()).await;
+    let request = user_request("a\nb é", "x", 1);
+    let reply = server.respond(request.clone()).await;
+    check_response(&request, &reply);
+    assert_eq!(reply.header("x-request-id"), Some("a%0Ab%20%C3%A9"));
 }
