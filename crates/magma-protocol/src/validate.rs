@@ -104,8 +104,22 @@ impl Validation {
         value: Json,
         f: impl FnOnce(Json, &mut Validation) -> Option<T>,
     ) -> Result<T, Error> {
+        Validation::document_counted(model, value, 0, f)
+    }
+
+    /// [`document`](Validation::document) of a value read by
+    /// [`parse_shaped_counted`](crate::json::parse_shaped_counted) with
+    /// [`MAX_REPORTED_ERRORS`] kept: `dropped` scalars were not built, each
+    /// an error past the cap (it follows that many errors of its own list).
+    pub(crate) fn document_counted<T>(
+        model: &'static str,
+        value: Json,
+        dropped: usize,
+        f: impl FnOnce(Json, &mut Validation) -> Option<T>,
+    ) -> Result<T, Error> {
         let mut cx = Validation::new(model);
         let out = f(value, &mut cx);
+        cx.omitted += dropped;
         cx.finish_opt(out)
     }
 
@@ -459,7 +473,7 @@ impl Fields {
     pub(crate) fn finish(self, cx: &mut Validation) -> bool {
         for (key, value) in self.obj {
             let loc = cx.location([Segment::Key(key)]);
-            cx.issues.push(
+            cx.push(
                 Issue::new(
                     ErrorKind::ExtraForbidden,
                     loc,
@@ -485,7 +499,7 @@ pub(crate) fn bool_map(v: Json, cx: &mut Validation) -> Option<Map<bool>> {
             other => {
                 ok = false;
                 let loc = cx.location([Segment::Key(key)]);
-                cx.issues.push(
+                cx.push(
                     Issue::new(ErrorKind::BoolType, loc, "Input should be a valid boolean")
                         .with_input(other),
                 );

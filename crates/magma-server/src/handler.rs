@@ -586,15 +586,15 @@ where
     if bytes.is_empty() {
         return Reply::new(missing_body());
     }
-    let request = match AgentRequest::from_slice(&bytes) {
-        Ok(request) => request,
-        Err(e) => {
+    let request = match limits::parse_body(bytes, AgentRequest::from_slice).await {
+        Some(Ok(request)) => request,
+        Some(Err(e)) => {
             tracing::debug!(error = %e, "invalid AgentRequest; answered 422");
             let body = e.to_fastapi_body().to_json_string();
             return Reply::new(json_response(StatusCode::UNPROCESSABLE_ENTITY, body));
         }
+        None => return Reply::new(internal_error()),
     };
-    drop(bytes);
     let id = truncate(request.request_id().to_owned());
     ids.set_body(&id);
     let wanted = request.expected_candidates();

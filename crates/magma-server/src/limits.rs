@@ -28,6 +28,25 @@ pub(crate) fn expected_answer_bytes(request: &AgentRequest) -> u128 {
     per_input.sum::<u128>() + 2
 }
 
+/// Bodies at least this long are parsed on tokio's blocking pool: reading a
+/// hostile 16 MiB document takes seconds of CPU, which on a runtime worker
+/// would delay every other connection of that worker (`/health` included).
+const PARSE_OFF_RUNTIME_BYTES: usize = 256 * 1024;
+
+/// `parse(&bytes)`, on the blocking pool when `bytes` is long; the bytes are
+/// dropped as soon as it returns. `None` if `parse` panicked.
+pub(crate) async fn parse_body<T: Send + 'static>(
+    bytes: Bytes,
+    parse: fn(&[u8]) -> T,
+) -> Option<T> {
+    if bytes.len() < PARSE_OFF_RUNTIME_BYTES {
+        return Some(parse(&bytes));
+    }
+    tokio::task::spawn_blocking(move || parse(&bytes))
+        .await
+        .ok()
+}
+
 /// An answer longer than the limit: how much of it was written when
 /// writing stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

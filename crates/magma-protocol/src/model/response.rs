@@ -10,8 +10,8 @@ use serde::ser::{Serialize, SerializeStruct, Serializer};
 
 use crate::error::{Error, ErrorKind};
 use crate::json::write::{write_i64, write_str, write_u64};
-use crate::json::{Json, Object, Shape, WriteJson, parse_shaped, to_string, to_value};
-use crate::limits::READ;
+use crate::json::{Json, Object, Shape, WriteJson, parse_shaped_counted, to_string, to_value};
+use crate::limits::{MAX_REPORTED_ERRORS, READ};
 use crate::validate::{
     Fields, NonEmptyString, Validation, free_object, int64, list, literal, model_object, non_empty,
     non_negative_u64, opt_str, strict_str,
@@ -215,9 +215,11 @@ impl AgentResponse {
 
     /// Parses and validates a body, exactly as the reference would.
     pub fn from_slice(bytes: &[u8]) -> Result<Self, Error> {
-        let value = parse_shaped(bytes, &SHAPE, READ)
+        let (value, dropped) = parse_shaped_counted(bytes, &SHAPE, READ, MAX_REPORTED_ERRORS)
             .map_err(|e| Error::from(e).with_model("AgentResponse"))?;
-        Self::from_json(value)
+        Validation::document_counted("AgentResponse", value, dropped, |v, cx| {
+            list(v, cx, output).map(AgentResponse::new)
+        })
     }
 
     /// Validates an already parsed value.

@@ -209,3 +209,43 @@ fn error_lists_keep_the_first_problems_and_count_the_rest() {
             .is_none()
     );
 }
+
+/// Scalars past the cap where objects belong are counted by the parser, not
+/// built: the errors, the kept ones and the count, are those of validating
+/// the whole tree.
+#[test]
+fn counted_scalars_give_the_errors_of_the_whole_tree() {
+    let objects = r#"{"id":1},{"request_id":"r"},"#;
+    for doc in [
+        format!("[{}{objects}0]", "0,".repeat(150)),
+        format!("[{objects}{}null]", "\"s\",".repeat(99)),
+        format!("[{}{objects}{}true]", "1.5,".repeat(100), "{},".repeat(3)),
+        format!(
+            r#"[{}{{"memory":[{}0]}}]"#,
+            "0,".repeat(120),
+            "0,".repeat(300)
+        ),
+    ] {
+        let counted = AgentResponse::from_slice(doc.as_bytes()).unwrap_err();
+        let whole =
+            AgentResponse::from_json(Json::from_slice(doc.as_bytes()).unwrap()).unwrap_err();
+        assert_eq!(counted.issues(), whole.issues(), "{doc:.80}");
+        assert_eq!(counted.omitted(), whole.omitted(), "{doc:.80}");
+        let request = format!(r#"{{"request_id":"r","inputs":{doc}}}"#);
+        let counted = AgentRequest::from_slice(request.as_bytes()).unwrap_err();
+        let whole =
+            AgentRequest::from_json(Json::from_slice(request.as_bytes()).unwrap()).unwrap_err();
+        assert_eq!(counted.issues(), whole.issues(), "{request:.80}");
+        assert_eq!(counted.omitted(), whole.omitted(), "{request:.80}");
+    }
+}
+
+/// Extra keys and non-boolean capability values are capped the same way.
+#[test]
+fn extra_key_bombs_are_capped_too() {
+    let keys: Vec<String> = (0..5000).map(|i| format!(r#""k{i}":0"#)).collect();
+    let doc = format!(r#"{{"request_id":"r","inputs":[],{}}}"#, keys.join(","));
+    let err = AgentRequest::from_slice(doc.as_bytes()).unwrap_err();
+    assert_eq!((err.issues().len(), err.omitted()), (100, 4900));
+    assert_eq!(err.issues()[0].kind(), ErrorKind::ExtraForbidden);
+}

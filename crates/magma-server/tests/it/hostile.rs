@@ -41,7 +41,7 @@ const CLIENT_HELLO_START: &[u8] = &[
 ];
 
 #[cfg(feature = "cli")]
-mod binary_process {
+pub(crate) mod binary_process {
     //! The release-shaped binary, started here (not through `binary::Binary`)
     //! because these tests read its `/proc/<pid>` entries.
 
@@ -53,22 +53,25 @@ mod binary_process {
 
     use crate::binary::BIN;
 
-    pub(super) struct Proc {
+    pub(crate) struct Proc {
         child: Child,
-        pub(super) addr: SocketAddr,
+        pub(crate) addr: SocketAddr,
         log: Arc<Mutex<Vec<String>>>,
     }
 
     impl Proc {
         /// Starts the binary on 127.0.0.1 port 0, logging at `info` without
         /// the access log.
-        pub(super) fn start(args: &[&str]) -> Proc {
+        pub(crate) fn start(args: &[&str]) -> Proc {
             Proc::start_with_log(args, "info,magma_server::access=off")
         }
 
         /// Starts the binary with `RUST_LOG=rust_log`, collecting its log.
-        pub(super) fn start_with_log(args: &[&str], rust_log: &str) -> Proc {
-            let mut child = Command::new(BIN)
+        pub(crate) fn start_with_log(args: &[&str], rust_log: &str) -> Proc {
+            // `MAGMA_SERVER_BIN` measures another build (the release
+            // binary, for the figures of docs/security.md).
+            let bin = std::env::var_os("MAGMA_SERVER_BIN").unwrap_or_else(|| BIN.into());
+            let mut child = Command::new(bin)
                 .args(["--listen", "127.0.0.1:0"])
                 .args(args)
                 .env("RUST_LOG", rust_log)
@@ -108,7 +111,7 @@ mod binary_process {
         }
 
         /// Everything logged so far.
-        pub(super) fn log(&self) -> String {
+        pub(crate) fn log(&self) -> String {
             self.log.lock().unwrap().join("\n")
         }
 
@@ -123,17 +126,17 @@ mod binary_process {
         }
 
         /// Resident memory now, in KiB.
-        pub(super) fn rss_kib(&self) -> u64 {
+        pub(crate) fn rss_kib(&self) -> u64 {
             self.status_field("VmRSS:")
         }
 
         /// Peak resident memory since start, in KiB.
-        pub(super) fn peak_rss_kib(&self) -> u64 {
+        pub(crate) fn peak_rss_kib(&self) -> u64 {
             self.status_field("VmHWM:")
         }
 
         /// Open sockets (the listener included).
-        pub(super) fn sockets(&self) -> usize {
+        pub(crate) fn sockets(&self) -> usize {
             let Ok(dir) = std::fs::read_dir(format!("/proc/{}/fd", self.child.id())) else {
                 return 0;
             };
@@ -143,7 +146,7 @@ mod binary_process {
                 .count()
         }
 
-        pub(super) fn is_running(&mut self) -> bool {
+        pub(crate) fn is_running(&mut self) -> bool {
             matches!(self.child.try_wait(), Ok(None))
         }
     }

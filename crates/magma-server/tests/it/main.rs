@@ -14,6 +14,8 @@ mod request_span;
 mod shutdown;
 
 #[cfg(feature = "cli")]
+mod attack;
+#[cfg(feature = "cli")]
 mod binary;
 #[cfg(feature = "metrics")]
 mod metrics;
