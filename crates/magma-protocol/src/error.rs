@@ -246,12 +246,23 @@ impl fmt::Display for Issue {
 pub struct Error {
     model: &'static str,
     issues: Vec<Issue>,
+    /// Problems found beyond [`MAX_REPORTED_ERRORS`](crate::MAX_REPORTED_ERRORS), counted only.
+    omitted: usize,
 }
 
 impl Error {
     pub(crate) fn new(model: &'static str, issues: Vec<Issue>) -> Error {
         debug_assert!(!issues.is_empty());
-        Error { model, issues }
+        Error {
+            model,
+            issues,
+            omitted: 0,
+        }
+    }
+
+    pub(crate) fn with_omitted(mut self, omitted: usize) -> Error {
+        self.omitted = omitted;
+        self
     }
 
     pub(crate) fn with_model(mut self, model: &'static str) -> Error {
@@ -265,9 +276,19 @@ impl Error {
         self.model
     }
 
-    /// Every problem, in the order pydantic reports them.
+    /// The problems, in the order pydantic reports them: every one, or the
+    /// first [`MAX_REPORTED_ERRORS`](crate::MAX_REPORTED_ERRORS) when there were more (see
+    /// [`omitted`](Error::omitted)).
     pub fn issues(&self) -> &[Issue] {
         &self.issues
+    }
+
+    /// How many problems were found beyond [`issues`](Error::issues) and not
+    /// kept (0 unless there were more than [`MAX_REPORTED_ERRORS`](crate::MAX_REPORTED_ERRORS)). A hostile
+    /// document cannot make the list grow with its length; this count says
+    /// how long the reference's list would have been.
+    pub fn omitted(&self) -> usize {
+        self.omitted
     }
 
     /// The first problem.
@@ -281,12 +302,21 @@ impl Error {
     }
 
     /// The FastAPI/pydantic 422 body: `{"detail":[{"type","loc","msg","input"}, ...]}`.
+    ///
+    /// When problems were [`omitted`](Error::omitted), `detail` lists the
+    /// first [`MAX_REPORTED_ERRORS`](crate::MAX_REPORTED_ERRORS) exactly as the reference does and a
+    /// second member says how many more there were:
+    /// `{"detail": [...], "omitted_errors": 4900}`. Clients that read
+    /// `detail` only see a shorter list of the same entries.
     pub fn to_fastapi_body(&self) -> Json {
         let mut o = Object::new();
         o.insert(
             "detail",
             Json::Array(self.issues.iter().map(Issue::to_fastapi).collect()),
         );
+        if self.omitted > 0 {
+            o.insert("omitted_errors", Json::from(self.omitted as u64));
+        }
         Json::Object(o)
     }
 }
@@ -296,7 +326,7 @@ impl fmt::Display for Error {
         if self.is_syntax() {
             return write!(f, "invalid JSON: {}", self.issues[0]);
         }
-        let n = self.issues.len();
+        let n = self.issues.len() + self.omitted;
         write!(f, "invalid {}: ", self.model)?;
         if n > 1 {
             write!(f, "{n} problems: ")?;
@@ -306,6 +336,9 @@ impl fmt::Display for Error {
                 f.write_str("; ")?;
             }
             write!(f, "{issue}")?;
+        }
+        if self.omitted > 0 {
+            write!(f, "; and {} more not listed", self.omitted)?;
         }
         Ok(())
     }
@@ -317,6 +350,7 @@ impl From<SyntaxError> for Error {
         Error {
             model: "JSON",
             issues: vec![Issue::json_invalid(e.detail, e.position)],
+            omitted: 0,
         }
     }
 }

@@ -77,6 +77,11 @@ pub struct ServerArgs {
           value_parser = positive_usize)]
     pub max_connections: usize,
 
+    /// Requests one HTTP/2 connection may have open at once
+    #[arg(env = "MAGMA_SERVER_MAX_CONCURRENT_STREAMS", long, value_name = "N", default_value_t = Config::DEFAULT_MAX_CONCURRENT_STREAMS,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_concurrent_streams: u32,
+
     /// Inferences running at once at most; further requests wait (health and info never do)
     #[arg(env = "MAGMA_SERVER_MAX_CONCURRENT_INFERENCES", long, value_name = "N", default_value_t = Config::DEFAULT_MAX_CONCURRENT_INFERENCES,
           value_parser = positive_usize)]
@@ -86,6 +91,11 @@ pub struct ServerArgs {
     #[arg(env = "MAGMA_SERVER_MAX_CANDIDATES", long, value_name = "N", default_value_t = Config::DEFAULT_MAX_CANDIDATES,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub max_candidates: u64,
+
+    /// Largest answer of POST /v1/responses in bytes; a request whose answer would be larger gets 422, an agent answer that is larger 500
+    #[arg(env = "MAGMA_SERVER_MAX_RESPONSE_BYTES", long, value_name = "BYTES", default_value_t = Config::DEFAULT_MAX_RESPONSE_BYTES,
+          value_parser = clap::value_parser!(u64).range(1024..))]
+    pub max_response_bytes: u64,
 
     /// Seconds allowed per inference, including the wait for a slot; 504 when exceeded [default: no limit]
     #[arg(env = "MAGMA_SERVER_INFERENCE_TIMEOUT_SECS", long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
@@ -294,8 +304,10 @@ impl ServerArgs {
             header_timeout: secs(self.header_timeout_secs),
             body_timeout: secs(self.body_timeout_secs),
             max_connections: self.max_connections,
+            max_concurrent_streams: self.max_concurrent_streams,
             max_concurrent_inferences: self.max_concurrent_inferences,
             max_candidates: self.max_candidates,
+            max_response_bytes: self.max_response_bytes,
             inference_timeout: self.inference_timeout_secs.map(secs),
             shutdown_grace: secs(self.shutdown_grace_secs),
             path_prefix: self.path_prefix.clone(),
@@ -689,6 +701,8 @@ mod tests {
         assert_eq!(c.max_connections, d.max_connections);
         assert_eq!(c.max_concurrent_inferences, d.max_concurrent_inferences);
         assert_eq!(c.max_candidates, d.max_candidates);
+        assert_eq!(c.max_response_bytes, d.max_response_bytes);
+        assert_eq!(c.max_concurrent_streams, d.max_concurrent_streams);
         assert_eq!(c.inference_timeout, d.inference_timeout);
         assert_eq!(c.shutdown_grace, d.shutdown_grace);
         assert_eq!(c.tls_handshake_timeout, d.tls_handshake_timeout);

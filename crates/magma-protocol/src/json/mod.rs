@@ -48,7 +48,9 @@ pub use value_conv::{ValueConversionError, ValueLocation};
 pub(crate) use check::{FreeFormProblem, check_free_form};
 pub(crate) use cursor::Cursor;
 pub(crate) use key_filter::KeyFilter;
-pub(crate) use parse::{Limits, Shape, SyntaxError, duplicate_keys, parse, parse_shaped};
+#[cfg(test)]
+pub(crate) use parse::parse_shaped;
+pub(crate) use parse::{Limits, Shape, SyntaxError, duplicate_keys, parse, parse_shaped_counted};
 pub(crate) use path::segment_json;
 pub(crate) use write::{WriteJson, to_string, to_value};
 

@@ -149,6 +149,8 @@ fn help_documents_every_flag() {
         "--max-connections",
         "--max-concurrent-inferences",
         "--max-candidates",
+        "--max-response-bytes",
+        "--max-concurrent-streams",
         "--inference-timeout-secs",
         "--shutdown-grace-secs",
         "--path-prefix",

@@ -21,7 +21,7 @@ const CLIENT_HELLO_START: &[u8] = &[
 ];
 
 #[cfg(feature = "cli")]
-mod binary_process {
+pub(crate) mod binary_process {
     //! The release-shaped binary, started here (not through `binary::Binary`)
     //! because these tests read its `/proc/<pid>` entries.
 
@@ -35,22 +35,25 @@ mod binary_process {
 
     use crate::binary::BIN;
 
-    pub(super) struct Proc {
+    pub(crate) struct Proc {
         child: ChildGuard,
-        pub(super) addr: SocketAddr,
+        pub(crate) addr: SocketAddr,
         log: Arc<Mutex<Vec<String>>>,
     }
 
     impl Proc {
         /// Starts the binary on 127.0.0.1 port 0, logging at `info` without
         /// the access log.
-        pub(super) fn start(args: &[&str]) -> Proc {
+        pub(crate) fn start(args: &[&str]) -> Proc {
             Proc::start_with_log(args, "info,magma_server::access=off")
         }
 
         /// Starts the binary with `RUST_LOG=rust_log`, collecting its log.
-        pub(super) fn start_with_log(args: &[&str], rust_log: &str) -> Proc {
-            let mut child = Command::new(BIN)
+        pub(crate) fn start_with_log(args: &[&str], rust_log: &str) -> Proc {
+            // `MAGMA_SERVER_BIN` measures another build (the release
+            // binary, for the figures of docs/security.md).
+            let bin = std::env::var_os("MAGMA_SERVER_BIN").unwrap_or_else(|| BIN.into());
+            let mut child = Command::new(bin)
                 .args(["--listen", "127.0.0.1:0"])
                 .args(args)
                 .env("RUST_LOG", rust_log)
@@ -89,26 +92,26 @@ mod binary_process {
         }
 
         /// Everything logged so far.
-        pub(super) fn log(&self) -> String {
+        pub(crate) fn log(&self) -> String {
             self.log.lock().unwrap().join("\n")
         }
 
         /// Resident memory now, in KiB.
-        pub(super) fn rss_kib(&self) -> u64 {
+        pub(crate) fn rss_kib(&self) -> u64 {
             process::rss_kib(self.child.id()).expect("VmRSS in /proc/<pid>/status")
         }
 
         /// Peak resident memory since start, in KiB.
-        pub(super) fn peak_rss_kib(&self) -> u64 {
+        pub(crate) fn peak_rss_kib(&self) -> u64 {
             process::peak_rss_kib(self.child.id()).expect("VmHWM in /proc/<pid>/status")
         }
 
         /// Open sockets (the listener included).
-        pub(super) fn sockets(&self) -> usize {
+        pub(crate) fn sockets(&self) -> usize {
             process::sockets(self.child.id())
         }
 
-        pub(super) fn is_running(&mut self) -> bool {
+        pub(crate) fn is_running(&mut self) -> bool {
             self.child.is_running()
         }
     }

@@ -2,6 +2,7 @@
 
 mod support;
 
+mod budget;
 mod demo;
 mod faults;
 mod hostile;
@@ -12,6 +13,8 @@ mod protocols;
 mod request_span;
 mod shutdown;
 
+#[cfg(feature = "cli")]
+mod attack;
 #[cfg(feature = "cli")]
 mod binary;
 #[cfg(feature = "metrics")]

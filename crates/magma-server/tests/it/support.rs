@@ -175,6 +175,16 @@ pub(crate) fn build(
     body: Bytes,
 ) -> Request<Full<Bytes>> {
     let mut b = Request::builder().method(method).uri(uri);
+    // As every HTTP/1.1 client sends it (hyper's connection-level client
+    // does not); a test can give its own.
+    let authority = uri
+        .parse::<http::Uri>()
+        .ok()
+        .and_then(|u| u.authority().cloned());
+    if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
+        let host = authority.as_ref().map_or("localhost", |a| a.as_str());
+        b = b.header("host", host);
+    }
     for (k, v) in headers {
         b = b.header(*k, *v);
     }
