@@ -7,7 +7,9 @@
 //! - `cargo xtask openapi-check` validates `docs/openapi.json` with openapi-spec-validator,
 //!   checks every schema file against the draft 2020-12 metaschema, and replays the
 //!   reference fixtures through the schemas (`harness/python/openapi_check.py`, a venv from
-//!   `requirements-openapi.txt`).
+//!   `requirements-openapi.txt`); then compares its coaching routes with FastAPI's document
+//!   for magma-core's `mount_coaching_routes` (`harness/python/coaching_openapi.py`, in the
+//!   interop venv).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -23,6 +25,8 @@ const REFERENCE_PACKAGE: &str = "magma-core==2.0.1";
 const PYDANTIC_SCRIPT: &str = "harness/python/pydantic_schemas.py";
 const OPENAPI_REQUIREMENTS: &str = "harness/python/requirements-openapi.txt";
 const OPENAPI_SCRIPT: &str = "harness/python/openapi_check.py";
+/// The generated OpenAPI document (`cargo xtask codegen`).
+const OPENAPI: &str = "docs/openapi.json";
 const FIXTURES: &str = "crates/magma-protocol/tests/fixtures/reference.jsonl";
 
 // ---------------------------------------------------------------------------------------------
@@ -123,6 +127,78 @@ const ALLOWED: &[Allowed] = &[
     Allowed {
         model: "AgentInput",
         path: "num_outputs",
+        aspect: "maximum",
+        pydantic: Expect::Absent,
+        ours: Expect::Is(U64_MAX),
+        reason: REASON_64,
+    },
+    Allowed {
+        model: "CoachingStage",
+        path: "id",
+        aspect: "minimum",
+        pydantic: Expect::Absent,
+        ours: Expect::Is(I64_MIN),
+        reason: REASON_64,
+    },
+    Allowed {
+        model: "CoachingStage",
+        path: "id",
+        aspect: "maximum",
+        pydantic: Expect::Absent,
+        ours: Expect::Is(I64_MAX),
+        reason: REASON_64,
+    },
+    Allowed {
+        model: "CoachingStep",
+        path: "id",
+        aspect: "minimum",
+        pydantic: Expect::Absent,
+        ours: Expect::Is(I64_MIN),
+        reason: REASON_64,
+    },
+    Allowed {
+        model: "CoachingStep",
+        path: "id",
+        aspect: "maximum",
+        pydantic: Expect::Absent,
+        ours: Expect::Is(I64_MAX),
+        reason: REASON_64,
+    },
+    Allowed {
+        model: "ReinjectionPoint",
+        path: "input_step_id",
+        aspect: "minimum",
+        pydantic: Expect::Absent,
+        ours: Expect::Is(I64_MIN),
+        reason: REASON_64,
+    },
+    Allowed {
+        model: "ReinjectionPoint",
+        path: "input_step_id",
+        aspect: "maximum",
+        pydantic: Expect::Absent,
+        ours: Expect::Is(I64_MAX),
+        reason: REASON_64,
+    },
+    Allowed {
+        model: "SpecializedCoachingRequest",
+        path: "target_step_id",
+        aspect: "minimum",
+        pydantic: Expect::Absent,
+        ours: Expect::Is(I64_MIN),
+        reason: REASON_64,
+    },
+    Allowed {
+        model: "SpecializedCoachingRequest",
+        path: "target_step_id",
+        aspect: "maximum",
+        pydantic: Expect::Absent,
+        ours: Expect::Is(I64_MAX),
+        reason: REASON_64,
+    },
+    Allowed {
+        model: "CoachingBackendConfig",
+        path: "max_retry",
         aspect: "maximum",
         pydantic: Expect::Absent,
         ours: Expect::Is(U64_MAX),
@@ -586,6 +662,28 @@ pub fn openapi_check() -> Result<()> {
     eprint!("{}", String::from_utf8_lossy(&output.stderr));
     if !output.status.success() {
         bail!("openapi-check failed ({})", output.status);
+    }
+    // The coaching routes against FastAPI's document for magma-core's own
+    // `mount_coaching_routes` (FastAPI and magma-core are in the interop venv).
+    let interop = python::ensure_venv(
+        "interop",
+        &root.join("harness/python/requirements-interop.txt"),
+        &["magma-core==2.0.1", "magma-gen==2.0.0"],
+    )?;
+    let mut cmd = python::command(&interop);
+    cmd.current_dir(&root)
+        .arg(root.join("harness/python/coaching_openapi.py"))
+        .arg(root.join(OPENAPI));
+    let output = cmd
+        .output()
+        .with_context(|| format!("could not start {}", interop.display()))?;
+    print!("{}", String::from_utf8_lossy(&output.stdout));
+    eprint!("{}", String::from_utf8_lossy(&output.stderr));
+    if !output.status.success() {
+        bail!(
+            "openapi-check: the coaching routes differ from FastAPI's ({})",
+            output.status
+        );
     }
     Ok(())
 }

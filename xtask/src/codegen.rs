@@ -2,7 +2,7 @@
 //!
 //! - `cargo xtask codegen [--check]` writes `docs/schema/<Name>.schema.json` for every
 //!   [`Schema`] of `magma_protocol::schema` and `docs/openapi.json` (OpenAPI 3.1.0) for the
-//!   three endpoints. `--check` regenerates in memory and fails when a file differs; the
+//!   three endpoints and the three coaching routes. `--check` regenerates in memory and fails when a file differs; the
 //!   test at the bottom runs it, so `cargo test` catches drift.
 //! - `cargo xtask schema-diff` and `openapi-check` compare and validate what is generated
 //!   here against the reference (`harness/src/schema_check.rs`).
@@ -27,6 +27,10 @@ const OPENAPI: &str = "docs/openapi.json";
 /// so that its package is complete).
 const SERVED_OPENAPI: &str = "crates/magma-server/openapi.json";
 const COMPONENTS: &str = "#/components/schemas/";
+/// The coaching documents' schemas, as magma-protocol names them.
+const COACHING_SESSION_CONFIG: &str = "CoachingSessionConfig";
+const SPECIALIZED_COACHING_REQUEST: &str = "SpecializedCoachingRequest";
+const SPECIALIZED_COACHING_RESPONSE: &str = "SpecializedCoachingResponse";
 
 // ---------------------------------------------------------------------------------------------
 // cargo xtask codegen
@@ -151,6 +155,14 @@ fn openapi() -> Json {
         })
     };
     let shared = |name: &str| json!({ "$ref": (format!("#/components/responses/{name}")) });
+    let run_id = json!({
+        "name": "run_id",
+        "in": "path",
+        "required": true,
+        "description": "The GEN run's id, percent-encoded (GEN quotes it with no safe \
+            character).",
+        "schema": { "type": "string", "minLength": 1 }
+    });
 
     let mut schemas = Object::new();
     for s in Schema::ALL {
@@ -229,6 +241,65 @@ fn openapi() -> Json {
                         "content": (content(invalid_body))
                     },
                     "503": (shared("NotReady")),
+                    "default": (shared("Error"))
+                }
+            } },
+            "/v1/coaching/sessions/{run_id}": {
+                "parameters": [(run_id)],
+                "put": {
+                    "operationId": "openCoachingSession",
+                    "summary": "Open a coaching session",
+                    "description": "Optional coaching extension (magma-core's \
+                        `mount_coaching_routes`). Opens the session of a GEN run with the LLM \
+                        backends the agent may use. The same configuration again is accepted; \
+                        another one, or any while the session is closing, is a conflict.",
+                    "requestBody": {
+                        "required": true,
+                        "content": (content(schema(COACHING_SESSION_CONFIG)))
+                    },
+                    "responses": {
+                        "204": { "description": "The session is open." },
+                        "409": (response("The session is open with a different configuration, \
+                            or closing.", Schema::ErrorDetail.name())),
+                        "422": (response("The body is not a valid CoachingSessionConfig.",
+                            Schema::HttpValidationError.name())),
+                        "503": (response("The agent cannot coach this session (its backends \
+                            are unreachable from it).", Schema::ErrorDetail.name())),
+                        "default": (shared("Error"))
+                    }
+                },
+                "delete": {
+                    "operationId": "closeCoachingSession",
+                    "summary": "Close a coaching session",
+                    "description": "Marks the session closing, waits for its requests in \
+                        flight, releases it. Answered 204 for any run id, known or not.",
+                    "responses": {
+                        "204": { "description": "The session is closed (or was unknown)." },
+                        "default": (shared("Error"))
+                    }
+                }
+            },
+            "/v1/coaching": { "post": {
+                "operationId": "createCoaching",
+                "summary": "Answer a coaching request",
+                "description": "Optional coaching extension. A repair request of a kind the \
+                    agent advertises in `specialized_coaching`, for the session its `run_id` \
+                    names. A coach that fails answers 200 with `status: \"error\"` and the \
+                    reason.",
+                "requestBody": {
+                    "required": true,
+                    "content": (content(schema(SPECIALIZED_COACHING_REQUEST)))
+                },
+                "responses": {
+                    "200": (response(
+                        "The coach's answer; its `request_id` and proposals match the request.",
+                        SPECIALIZED_COACHING_RESPONSE
+                    )),
+                    "404": (response("No open session for the request's `run_id` (never \
+                        opened, or closing).", Schema::ErrorDetail.name())),
+                    "422": (response("The body is not a valid SpecializedCoachingRequest.",
+                        Schema::HttpValidationError.name())),
+                    "503": (response("The agent has no coach.", Schema::ErrorDetail.name())),
                     "default": (shared("Error"))
                 }
             } }

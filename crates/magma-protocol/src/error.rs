@@ -50,12 +50,19 @@ pub enum ErrorKind {
     /// The candidates of a response do not match the request
     /// (`candidates_mismatch`).
     CandidatesMismatch,
+    /// A number was expected; strings and booleans are refused (`float_type`).
+    FloatType,
+    /// A string that does not match its pattern (`string_pattern_mismatch`).
+    StringPatternMismatch,
+    /// A coaching reply does not answer its request: another `request_id`,
+    /// or a proposal for an unknown reinjection point (`coaching_mismatch`).
+    CoachingMismatch,
 }
 
 impl ErrorKind {
     /// Every kind, in declaration order (`docs/validator.md` documents each;
     /// a test of magma-validator checks it).
-    pub const ALL: [ErrorKind; 18] = [
+    pub const ALL: [ErrorKind; 21] = [
         ErrorKind::JsonInvalid,
         ErrorKind::Missing,
         ErrorKind::ExtraForbidden,
@@ -74,6 +81,9 @@ impl ErrorKind {
         ErrorKind::ValueError,
         ErrorKind::IntOutOfRange,
         ErrorKind::CandidatesMismatch,
+        ErrorKind::FloatType,
+        ErrorKind::StringPatternMismatch,
+        ErrorKind::CoachingMismatch,
     ];
 
     /// The stable name, equal to the pydantic error type where one exists.
@@ -97,6 +107,9 @@ impl ErrorKind {
             ErrorKind::ValueError => "value_error",
             ErrorKind::IntOutOfRange => "int_out_of_range",
             ErrorKind::CandidatesMismatch => "candidates_mismatch",
+            ErrorKind::FloatType => "float_type",
+            ErrorKind::StringPatternMismatch => "string_pattern_mismatch",
+            ErrorKind::CoachingMismatch => "coaching_mismatch",
         }
     }
 }
@@ -383,13 +396,14 @@ mod kind_tests {
             ErrorKind::ValueError => 15,
             ErrorKind::IntOutOfRange => 16,
             ErrorKind::CandidatesMismatch => 17,
+            ErrorKind::FloatType => 18,
+            ErrorKind::StringPatternMismatch => 19,
+            ErrorKind::CoachingMismatch => 20,
         };
         for (i, k) in ErrorKind::ALL.iter().enumerate() {
             assert_eq!(place(*k), i, "{k} out of place in ErrorKind::ALL");
         }
-        assert_eq!(
-            place(ErrorKind::CandidatesMismatch) + 1,
-            ErrorKind::ALL.len()
-        );
+        // The kind declared last has the highest place: none is left out.
+        assert_eq!(place(ErrorKind::CoachingMismatch) + 1, ErrorKind::ALL.len());
     }
 }

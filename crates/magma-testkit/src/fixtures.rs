@@ -1,38 +1,76 @@
-//! Fixtures shared across crates: the BENCH-like request bodies (the
-//! protocol's benchmarks and parsing-path tests, `cargo xtask bench`, the
-//! bench crate), the deviation families from the reference
-//! (`docs/conformance.md`) and where the public corpus is.
+//! Fixtures shared across crates: the BENCH-like request bodies and a
+//! GEN-sized coaching body (the protocol's benchmarks and parsing-path
+//! tests, `cargo xtask bench`), the deviation families from the reference
+//! (`docs/conformance.md`) and where the public corpora are.
 
 use std::path::PathBuf;
 
 /// A BENCH-like request: `inputs` environments with tools, attributes and a
 /// growing history in memory, about `inputs * 11.6` KB (52 inputs: 0.6 MB).
 pub fn bench_like_request(inputs: usize) -> String {
-    let tools = r#"[{"name":"cancel_current_action","description":"Cancel the current action running on the targeted robot.","arguments":{}},{"name":"press_button","description":"Press a button.","arguments":{"id":{"description":"Button name.","type":"str"}}},{"name":"move_to","description":"Move the base to a position in the map frame.","arguments":{"x":{"description":"Target x in metres","type":"float"},"y":{"description":"Target y in metres","type":"float"},"speed":{"description":"Optional speed","type":"float"}}},{"name":"pick","description":"Pick an object.","arguments":{"object_id":{"description":"Identifier","type":"str"},"force":{"description":"Grip force in newtons","type":"float"}}}]"#;
     let mut out = String::from(r#"{"request_id":"0f8fad5bd9cb469fa16570867728950e","inputs":["#);
     for i in 0..inputs {
         if i > 0 {
             out.push(',');
         }
-        let mut history = String::new();
-        for step in 0..40 {
-            if step > 0 {
-                history.push(',');
-            }
-            history.push_str(&format!(
-                r#"{{"author":"USER","content":"Put the red cube {step} on the shelf, then report back.","t":{}.{:03}}},{{"author":"MODEL","content":"{{\"say\": \"\", \"action\": {{\"panda\": {{\"name\": \"move_to\", \"arguments\": {{\"x\": {}.25, \"y\": -{}.5}}}}}}}}","score":0.{:04}}}"#,
-                1_712_000_000 + step * 7,
-                step * 37 % 1000,
-                step % 9,
-                step % 4,
-                (step * 7919) % 10_000,
-            ));
-        }
-        out.push_str(&format!(
-            r#"{{"id":{i},"instruction":{{"type":"env","content":"{{\"infos\": \"panda: press_button succeed with message: sw{i} is now pressed\", \"previous_tool_call\": {{\"panda\": {{\"name\": \"press_button\", \"arguments\": {{\"id\": \"sw{i}\"}}}}}}}}"}},"tools":{tools},"attributes":{{"objects":["sw0","sw1","cube_red","shelf"],"known_robots":["panda","ur5e"],"robot_statuses":{{"panda":"FREE","ur5e":"RUNNING move_to(x=1.5, y=-2.0)"}},"location":{{"x":-9.491,"y":0.828,"frame":"map"}}}},"memory":{{"memory_list":["Always confirm completion to the user.","Never move two robots at once."],"history":[{history}]}},"num_outputs":1,"extra_keys":{{"inference_mode":true}}}}"#
-        ));
+        out.push_str(&bench_like_input(i));
     }
     out.push_str("]}");
+    out
+}
+
+/// One input of [`bench_like_request`] (about 11.6 KB): tools, attributes
+/// and a 40-step history in memory.
+pub fn bench_like_input(i: usize) -> String {
+    let tools = r#"[{"name":"cancel_current_action","description":"Cancel the current action running on the targeted robot.","arguments":{}},{"name":"press_button","description":"Press a button.","arguments":{"id":{"description":"Button name.","type":"str"}}},{"name":"move_to","description":"Move the base to a position in the map frame.","arguments":{"x":{"description":"Target x in metres","type":"float"},"y":{"description":"Target y in metres","type":"float"},"speed":{"description":"Optional speed","type":"float"}}},{"name":"pick","description":"Pick an object.","arguments":{"object_id":{"description":"Identifier","type":"str"},"force":{"description":"Grip force in newtons","type":"float"}}}]"#;
+    let mut history = String::new();
+    for step in 0..40 {
+        if step > 0 {
+            history.push(',');
+        }
+        history.push_str(&format!(
+            r#"{{"author":"USER","content":"Put the red cube {step} on the shelf, then report back.","t":{}.{:03}}},{{"author":"MODEL","content":"{{\"say\": \"\", \"action\": {{\"panda\": {{\"name\": \"move_to\", \"arguments\": {{\"x\": {}.25, \"y\": -{}.5}}}}}}}}","score":0.{:04}}}"#,
+            1_712_000_000 + step * 7,
+            step * 37 % 1000,
+            step % 9,
+            step % 4,
+            (step * 7919) % 10_000,
+        ));
+    }
+    format!(
+        r#"{{"id":{i},"instruction":{{"type":"env","content":"{{\"infos\": \"panda: press_button succeed with message: sw{i} is now pressed\", \"previous_tool_call\": {{\"panda\": {{\"name\": \"press_button\", \"arguments\": {{\"id\": \"sw{i}\"}}}}}}}}"}},"tools":{tools},"attributes":{{"objects":["sw0","sw1","cube_red","shelf"],"known_robots":["panda","ur5e"],"robot_statuses":{{"panda":"FREE","ur5e":"RUNNING move_to(x=1.5, y=-2.0)"}},"location":{{"x":-9.491,"y":0.828,"frame":"map"}}}},"memory":{{"memory_list":["Always confirm completion to the user.","Never move two robots at once."],"history":[{history}]}},"num_outputs":1,"extra_keys":{{"inference_mode":true}}}}"#
+    )
+}
+
+/// A GEN-sized `POST /v1/coaching` body: `steps` trajectory steps, each
+/// with a [`bench_like_input`], GEN's decision, an internal step and
+/// GEN's `execution` record, the target the last step, a `replacement`
+/// point at it and a `recovery` point with an explicit input; every field
+/// present, explicit nulls included, as GEN sends it (50 steps: 0.63 MB).
+pub fn gen_like_coaching_request(steps: usize) -> String {
+    use std::fmt::Write;
+    let mut out = String::from(
+        r#"{"run_id":"2026-02-22_20-02-08_handover","request_id":"ae5c812fe2994fc1abb51d18b559e8ca","kind":"failure","stage":{"id":2,"goal":"Hand the green sponge over to stretch.","hint":null},"active_errors":[{"code":"environment","description":"panda: move_to failed: path blocked","details":{"robot":"panda","attempts":2}}],"diagnosis":{"explanation":"The robot moved before the gripper was free.","expected_decision":"Release the cube, then move."},"target_step_id":"#,
+    );
+    let _ = write!(out, "{}", steps - 1);
+    out.push_str(r#","trajectory":["#);
+    for i in 0..steps {
+        if i > 0 {
+            out.push(',');
+        }
+        let _ = write!(
+            out,
+            r#"{{"id":{i},"input":{},"output":{{"say":"","tool_calls":[{{"name":"move_to","arguments":{{"x":1.25,"y":-0.5}},"target_robot_name":"panda"}}]}},"error":null,"internal_steps":[{{"id":"llm-{i}","component":"planner","origin":"model","full_prompt":"You control two robots. Answer with JSON: say and action.","input_elements":{{"turn":{i}}},"output_raw":"{{\"say\": \"\", \"action\": {{\"panda\": {{\"name\": \"move_to\", \"arguments\": {{\"x\": 1.25, \"y\": -0.5}}}}}}}}"}}],"execution":{{"diagnosable":true,"execution_results":[{{"robot":"panda","tool":"move_to","result":"FAILURE","error_flag":true,"message":"path blocked"}}],"input_type":"FEEDBACK","input_content":"panda: press_button succeed","answer":"","answer_data":{{"say":"","action":{{"panda":{{"name":"move_to"}}}}}}}}}}"#,
+            bench_like_input(i)
+        );
+    }
+    let _ = write!(
+        out,
+        r#"],"reinjection_points":[{{"id":"replacement","input_step_id":{},"input":null}},{{"id":"recovery","input_step_id":null,"input":{}}}],"additional_info":{{"node_id":{},"delay_ms":0}}}}"#,
+        steps - 1,
+        bench_like_input(steps),
+        steps - 1
+    );
     out
 }
 
@@ -75,6 +113,14 @@ pub const DEVIATIONS: &[&str] = &[
     "dup.input_ids.big_distinct",
     "exchange.big_ids",
     "int.digit_limit",
+    // The coaching corpus (`coaching-public.jsonl`), for the same reasons.
+    "coaching.dup.key.shadow_*",
+    "coaching.str.lone_surrogate*",
+    "coaching.int.beyond_i64",
+    "coaching.int.beyond_u64",
+    "coaching.int.huge",
+    "coaching.ref.big_ids",
+    "coaching.int.digit_limit",
 ];
 
 /// Whether `family` is one of [`DEVIATIONS`].
@@ -83,6 +129,30 @@ pub fn is_deviation(family: &str) -> bool {
         Some(prefix) => family.starts_with(prefix),
         None => family == *d,
     })
+}
+
+/// The coaching corpus of reference verdicts, `coaching-public.jsonl`:
+/// `$MAGMA_COACHING_CORPUS`, else beside `$MAGMA_PUBLIC_CORPUS` (then it must
+/// exist in either case: CI sets the latter and checks both), else
+/// `shared/conformance/coaching-public.jsonl` beside the repository, else
+/// `None`.
+pub fn coaching_corpus(manifest_dir: &str) -> Option<PathBuf> {
+    let required = if let Some(p) = std::env::var_os("MAGMA_COACHING_CORPUS") {
+        Some(PathBuf::from(p))
+    } else {
+        std::env::var_os("MAGMA_PUBLIC_CORPUS")
+            .map(|p| PathBuf::from(p).with_file_name("coaching-public.jsonl"))
+    };
+    if let Some(p) = required {
+        assert!(
+            p.is_file(),
+            "{} is not a file: set MAGMA_COACHING_CORPUS to coaching-public.jsonl",
+            p.display()
+        );
+        return Some(p);
+    }
+    let p = PathBuf::from(manifest_dir).join("../../../shared/conformance/coaching-public.jsonl");
+    p.is_file().then_some(p)
 }
 
 /// The public corpus of reference verdicts: `$MAGMA_PUBLIC_CORPUS` (then it

@@ -49,7 +49,7 @@ impl Recorded {
 pub struct Reply {
     /// The status code.
     pub status: u16,
-    /// The `Content-Type` header.
+    /// The `Content-Type` header (none when empty).
     pub content_type: String,
     /// Further headers.
     pub headers: Vec<(String, String)>,
@@ -60,6 +60,14 @@ pub struct Reply {
 }
 
 impl Reply {
+    /// An answer without a body or `Content-Type` (e.g. `204`).
+    pub fn empty(status: u16) -> Reply {
+        Reply {
+            content_type: String::new(),
+            ..Reply::json(status, Vec::new())
+        }
+    }
+
     /// A JSON answer (`Content-Type: application/json`).
     pub fn json(status: u16, body: impl Into<Vec<u8>>) -> Reply {
         Reply {
@@ -90,7 +98,10 @@ impl Reply {
     }
 }
 
-type Handler = Arc<dyn Fn(&Recorded) -> Reply + Send + Sync>;
+/// The answer to come, for handlers that wait (see [`StubServer::start_async`]).
+pub type ReplyFuture = Pin<Box<dyn Future<Output = Reply> + Send>>;
+
+type Handler = Arc<dyn Fn(Recorded) -> ReplyFuture + Send + Sync>;
 
 /// How a [`StubServer`] listens.
 #[derive(Debug, Default)]
@@ -125,6 +136,18 @@ impl StubServer {
     pub fn start_with(
         options: Options,
         handler: impl Fn(&Recorded) -> Reply + Send + Sync + 'static,
+    ) -> StubServer {
+        StubServer::start_async(options, move |rec| {
+            let reply = handler(&rec);
+            Box::pin(async move { reply })
+        })
+    }
+
+    /// With a handler that may wait (for other requests, timers) before it
+    /// answers; requests are served concurrently on the server's runtime.
+    pub fn start_async(
+        options: Options,
+        handler: impl Fn(Recorded) -> ReplyFuture + Send + Sync + 'static,
     ) -> StubServer {
         let handler: Handler = Arc::new(handler);
         let listener = StdListener::bind(options.addr.unwrap_or(([127, 0, 0, 1], 0).into()))
@@ -276,13 +299,14 @@ where
                 body,
             };
             reqs.lock().expect("requests lock").push(rec.clone());
-            let reply = handler(&rec);
+            let reply = handler(rec).await;
             if !reply.delay.is_zero() {
                 tokio::time::sleep(reply.delay).await;
             }
-            let mut response = http::Response::builder()
-                .status(reply.status)
-                .header("content-type", reply.content_type);
+            let mut response = http::Response::builder().status(reply.status);
+            if !reply.content_type.is_empty() {
+                response = response.header("content-type", reply.content_type);
+            }
             for (name, value) in reply.headers {
                 response = response.header(name, value);
             }

@@ -35,7 +35,7 @@ mod lex;
 pub(crate) mod parse;
 mod path;
 mod scan;
-mod serde;
+pub(crate) mod serde;
 mod value;
 mod value_conv;
 pub(crate) mod write;

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::Method;
+use magma_server::Json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -162,6 +163,7 @@ fn help_documents_every_flag() {
         "--log-format",
         "--metrics",
         "--trusted-proxy",
+        "--no-coaching",
         "--help",
         "--version",
     ];
@@ -521,7 +523,7 @@ async fn json_logs_are_one_object_per_line_with_the_request_ids() {
     check_response(&request, &reply);
     let mut bin = bin;
     let line = bin.wait_for_log("json-log-1").await;
-    let event = magma_server::Json::from_slice(line.as_bytes())
+    let event = Json::from_slice(line.as_bytes())
         .unwrap_or_else(|e| panic!("not a JSON line ({e}): {line}"));
     let event = event.as_object().expect("object");
     assert_eq!(event.get_str("level"), Some("INFO"), "{line}");
@@ -545,10 +547,7 @@ async fn json_logs_are_one_object_per_line_with_the_request_ids() {
     );
     // Every line is JSON, the start-up line included.
     for line in bin.log().lines() {
-        assert!(
-            magma_server::Json::from_slice(line.as_bytes()).is_ok(),
-            "{line}"
-        );
+        assert!(Json::from_slice(line.as_bytes()).is_ok(), "{line}");
     }
 }
 
@@ -714,4 +713,33 @@ async fn a_request_abandoned_by_its_client_is_logged_and_its_inference_dropped()
     bin.signal("TERM");
     assert_eq!(bin.wait_exit().await.code(), Some(0));
     assert!(!bin.log().contains("grace period over"), "{}", bin.log());
+}
+
+#[tokio::test]
+async fn the_demo_coaches_unless_no_coaching() {
+    let advertised = |body: Json| {
+        (
+            body.get("specialized_coaching").unwrap().to_json_string(),
+            body.get("coaching_resume").cloned(),
+        )
+    };
+    let on = Binary::start(&[], None).await;
+    let info = send(on.addr, Method::GET, "/v1/info", &[], Bytes::new()).await;
+    assert_eq!(
+        advertised(info.expect(200)),
+        (
+            r#"["failure","suboptimal","format"]"#.to_owned(),
+            Some(Json::Bool(true))
+        )
+    );
+    for off in [
+        Binary::start(&["--no-coaching"], None).await,
+        Binary::start_with_env(&[], &[("MAGMA_SERVER_NO_COACHING", "true")], None).await,
+    ] {
+        let info = send(off.addr, Method::GET, "/v1/info", &[], Bytes::new()).await;
+        assert_eq!(
+            advertised(info.expect(200)),
+            ("[]".to_owned(), Some(Json::Bool(false)))
+        );
+    }
 }

@@ -6,6 +6,7 @@ mod batch;
 mod cli_check;
 mod docs;
 mod probe_ci;
+mod probe_coaching;
 mod probe_faults;
 mod probe_live;
 #[cfg(feature = "tls")]

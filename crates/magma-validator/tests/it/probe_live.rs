@@ -22,12 +22,17 @@ impl RealServer {
     }
 
     pub(crate) fn start_with(config: Config) -> RealServer {
+        RealServer::start_demo(DemoAgent::new(), config)
+    }
+
+    /// `magma-server` serving `agent` (the demo agent, with or without coaching).
+    pub(crate) fn start_demo(agent: DemoAgent, config: Config) -> RealServer {
         let https = config.tls.is_some();
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind magma-server");
         let addr = listener.local_addr().expect("magma-server address");
         let background = Background::spawn(move |stop| async move {
             let server = Server::from_listener(listener, config).expect("magma-server");
-            server.serve(DemoAgent::new(), stop).await;
+            server.serve(agent, stop).await;
         });
         RealServer {
             addr,
