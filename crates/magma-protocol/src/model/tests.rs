@@ -5,16 +5,13 @@
 
 use proptest::prelude::*;
 
-use crate::coaching::{
-    CoachingSessionConfig, InternalStep, ReplaceSay, SpecializedCoachingRequest,
-    SpecializedCoachingResponse,
-};
 use crate::json::testing::*;
 use crate::json::{Json, Object, WriteJson, to_string};
 use crate::validate::NonEmptyString;
 use crate::{
     AgentDecision, AgentError, AgentHealth, AgentInfo, AgentInput, AgentInstruction, AgentOutput,
-    AgentRequest, AgentResponse, Outcome, ToolCall,
+    AgentRequest, AgentResponse, CoachingSessionConfig, InternalStep, Outcome, ReplaceSay,
+    SpecializedCoachingRequest, SpecializedCoachingResponse, ToolCall,
 };
 
 const FIXTURES: &str = concat!(
