@@ -1,5 +1,5 @@
 //! The benchmark suite of magma-rs, kept out of xtask like ripgrep keeps its
-//! own: [`bench`] reproduces the table of `docs/performance.md`, [`soak`]
+//! own: [`bench`](mod@bench) reproduces the table of `docs/performance.md`, [`soak`]
 //! runs mixed load for minutes and watches the server's memory, and the
 //! `magma-bench` binary ([`helpers`]) is the bare-hyper floor server and the
 //! magma-client loop those measurements compare against. `cargo xtask bench`

@@ -1,7 +1,7 @@
 //! `cargo xtask soak [--minutes N]`: N minutes (default 5) of mixed load on loopback against
 //! the release `magma-server` binary, watching its resident memory.
 //!
-//! Load, one thread per kind, each looping until the deadline (and at most [`MAX_PER_WORKER`]
+//! Load, one thread per kind, each looping until the deadline (and at most `MAX_PER_WORKER`
 //! requests), on 127.0.0.1 only:
 //! - `valid`: a new connection per request, random batches (1-4 inputs, 1-3 outputs, `user`
 //!   and `env` with tools, memory carried over from the previous answer); the answer must be
@@ -13,7 +13,7 @@
 //! - `health`: `GET /health` and `GET /v1/info` on new connections.
 //!
 //! Any other status, an I/O error or an invalid answer is an error, and any error fails the
-//! run. RSS (`VmRSS` of `/proc/<pid>/status`) is sampled every [`SAMPLE_EVERY`]; an upward
+//! run. RSS (`VmRSS` of `/proc/<pid>/status`) is sampled every `SAMPLE_EVERY`; an upward
 //! trend, defined as the median of the last minute's samples above the median of the first
 //! minute's by more than 10 %, fails the run. Samples go to `<target>/xtask/soak/rss.csv`.
 

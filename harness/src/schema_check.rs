@@ -3,7 +3,7 @@
 //!
 //! - `cargo xtask schema-diff` compares the wire types' schemas, field by field, with what
 //!   magma-core 2.0.1's pydantic models produce (`harness/python/pydantic_schemas.py` in the
-//!   reference venv) and fails on any difference that [`ALLOWED`] does not explain.
+//!   reference venv) and fails on any difference that `ALLOWED` does not explain.
 //! - `cargo xtask openapi-check` validates `docs/openapi.json` with openapi-spec-validator,
 //!   checks every schema file against the draft 2020-12 metaschema, and replays the
 //!   reference fixtures through the schemas (`harness/python/openapi_check.py`, a venv from
