@@ -25,6 +25,16 @@ Behaviour (deterministic, echo-style):
   - `memory.history` not a list of objects: string detail (as the docs' minimal agent);
   - `extra_keys.inference_mode` not a bool: a FastAPI validation list detail.
   The response is checked with `validate_request` before it is returned.
+
+With `--coaching`, the agent also serves the coaching extension through magma-core's own
+`CoachingSessions` and `mount_coaching_routes` (the routes, session registry, status codes,
+log capture and error handling are magma-core's code). Only what needs a model is
+replaced: `LMWorkerPool` (which would connect to the session's LLM backends) by a stub
+pool that refuses a session whose backend endpoint contains `unreachable` (so the 503 path
+is taken), and the coaching service by a stub that records one log through the request's
+worker (captured like an LLM call's log), honours `additional_info.delay_ms`, raises for
+`additional_info.fail`, and answers `corrected` with one `replace_say` proposal per
+reinjection point. `/v1/info` then advertises the three kinds.
 """
 
 from __future__ import annotations
@@ -51,6 +61,13 @@ from magma_core.protocol.agent import (
     AgentRequest,
     AgentResponse,
     ToolCall,
+)
+
+from magma_core.protocol.agent_coaching import (
+    CoachingLog,
+    CoachingProposal,
+    SpecializedCoachingRequest,
+    SpecializedCoachingResponse,
 )
 
 AGENT_ID = "fastapi-echo-agent"
@@ -143,7 +160,62 @@ def answer(request: AgentRequest, item: AgentInput, k: int) -> AgentOutput:
     )
 
 
-def create_app(ready_after: float) -> FastAPI:
+class StubPool:
+    """Stands in for magma-core's LMWorkerPool: no model backend is reachable here."""
+
+    def __init__(self, backends) -> None:
+        for name, backend in backends.items():
+            if "unreachable" in backend.endpoint:
+                raise ConnectionError(f"backend {name} at {backend.endpoint} is unreachable")
+        self.backends = dict(backends)
+
+    def get_capacity(self) -> int:
+        return len(self.backends)
+
+    def submit(self, payload, callback):
+        raise RuntimeError("the interop agent has no model backend")
+
+    def close(self) -> None:
+        self.backends = {}
+
+
+class StubCoach:
+    """A coaching service over the request's worker, without a model."""
+
+    def __init__(self, worker) -> None:
+        self.worker = worker
+
+    def process(self, request: SpecializedCoachingRequest) -> SpecializedCoachingResponse:
+        delay = request.additional_info.get("delay_ms")
+        if isinstance(delay, int) and not isinstance(delay, bool) and 0 < delay <= 60000:
+            time.sleep(delay / 1000)
+        if request.additional_info.get("fail"):
+            raise RuntimeError("the stub coach was asked to fail")
+        # What an LLM call records through the worker's log sink.
+        self.worker.record(
+            CoachingLog(coaching_type=request.kind, content=f"# Stub call\n\n{request.kind}\n")
+        )
+        proposals = [
+            CoachingProposal(
+                reinjection_point_id=point.id,
+                extra_keys={"coaching": {"kind": "replace_say", "text": f"stub {point.id}"}},
+            )
+            for point in request.reinjection_points
+        ]
+        return SpecializedCoachingResponse(
+            request_id=request.request_id, status="corrected", proposals=proposals
+        )
+
+
+def mount_coaching(app: FastAPI) -> None:
+    from magma_core.workers import coaching_sessions
+
+    coaching_sessions.LMWorkerPool = StubPool
+    sessions = coaching_sessions.CoachingSessions(supported=True)
+    coaching_sessions.mount_coaching_routes(app, sessions, StubCoach)
+
+
+def create_app(ready_after: float, coaching: bool = False) -> FastAPI:
     state = {"ready_at": float("inf")}
 
     @asynccontextmanager
@@ -164,6 +236,14 @@ def create_app(ready_after: float) -> FastAPI:
 
     @app.get("/v1/info", response_model=AgentInfo)
     async def info() -> AgentInfo:
+        if coaching:
+            return AgentInfo(
+                protocol_version=PROTOCOL_VERSION,
+                agent_id=AGENT_ID,
+                agent_version=AGENT_VERSION,
+                specialized_coaching=["failure", "suboptimal", "format"],
+                capabilities={"inference": True, "coaching": True},
+            )
         return AgentInfo(
             protocol_version=PROTOCOL_VERSION,
             agent_id=AGENT_ID,
@@ -189,6 +269,8 @@ def create_app(ready_after: float) -> FastAPI:
         response.validate_request(request)
         return response
 
+    if coaching:
+        mount_coaching(app)
     return app
 
 
@@ -207,6 +289,11 @@ def main() -> None:
     parser.add_argument(
         "--ssl-client-ca", help="require client certificates signed by this CA (mutual TLS)"
     )
+    parser.add_argument(
+        "--coaching",
+        action="store_true",
+        help="serve the coaching routes with magma-core's mount_coaching_routes",
+    )
     parser.add_argument("--log-level", default="warning")
     args = parser.parse_args()
     if bool(args.ssl_certfile) != bool(args.ssl_keyfile):
@@ -220,7 +307,7 @@ def main() -> None:
     if args.ssl_client_ca:
         options.update(ssl_ca_certs=args.ssl_client_ca, ssl_cert_reqs=ssl.CERT_REQUIRED)
     uvicorn.run(
-        create_app(args.ready_after),
+        create_app(args.ready_after, args.coaching),
         host=args.host,
         port=args.port,
         log_level=args.log_level,

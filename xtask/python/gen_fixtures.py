@@ -53,6 +53,7 @@ from importlib import metadata
 import pydantic
 import pydantic_core
 from magma_core.protocol import agent as ref
+from magma_core.protocol import agent_coaching as cref
 from pydantic import ValidationError
 
 SEED = 20010201
@@ -563,10 +564,22 @@ MODELS = {
     "response": ref.AgentResponse,
     "info": ref.AgentInfo,
     "health": ref.AgentHealth,
+    "coaching_request": cref.SpecializedCoachingRequest,
+    "coaching_response": cref.SpecializedCoachingResponse,
+    "coaching_session": cref.CoachingSessionConfig,
+    "internal_step": cref.InternalStep,
+    "replace_say": cref.ReplaceSay,
+}
+# The exchanges: (request model, response model, mismatch error type).
+EXCHANGES = {
+    "exchange": (ref.AgentRequest, ref.AgentResponse, "candidates_mismatch"),
+    "coaching_exchange": (cref.SpecializedCoachingRequest, cref.SpecializedCoachingResponse,
+                          "coaching_mismatch"),
 }
 
 # Fields whose value is a JsonObject (dict[str, JsonValue]) or a list of them.
-FREE_OBJECT_FIELDS = ("memory", "attributes", "extra_keys", "arguments")
+FREE_OBJECT_FIELDS = ("memory", "attributes", "extra_keys", "arguments", "additional_info", "execution",
+                      "details", "input_elements")
 FREE_OBJECT_LIST_FIELDS = ("tools", "internal_steps")
 TAG_NAMES = ("list", "dict", "str", "int", "float", "bool", "none", "null")
 
@@ -700,18 +713,19 @@ def judge_one(model, text: str):
 
 
 def judge(kind: str, doc: str, request: str | None) -> dict:
-    if kind != "exchange":
+    if kind not in EXCHANGES:
         ok, stage, errors, json_error, _ = judge_one(MODELS[kind], doc)
         out = {"verdict": "accept" if ok else "reject", "stage": stage, "errors": errors}
         if json_error is not None:
             out["json_error"] = json_error
         return out
-    ok, stage, errors, json_error, req = judge_one(ref.AgentRequest, request)
+    request_model, response_model, mismatch = EXCHANGES[kind]
+    ok, stage, errors, json_error, req = judge_one(request_model, request)
     if not ok:
         if json_error is not None:
             errors = [{"type": "json_invalid", "loc": [], "msg": json_error}]
         return {"verdict": "reject", "stage": "request", "errors": errors}
-    ok, stage, errors, json_error, resp = judge_one(ref.AgentResponse, doc)
+    ok, stage, errors, json_error, resp = judge_one(response_model, doc)
     if not ok:
         out = {"verdict": "reject", "stage": stage, "errors": errors}
         if json_error is not None:
@@ -721,7 +735,7 @@ def judge(kind: str, doc: str, request: str | None) -> dict:
         resp.validate_request(req)
     except ValueError as exc:
         return {"verdict": "reject", "stage": "match",
-                "errors": [{"type": "candidates_mismatch", "loc": [], "msg": str(exc)}]}
+                "errors": [{"type": mismatch, "loc": [], "msg": str(exc)}]}
     return {"verdict": "accept", "stage": "ok", "errors": []}
 
 
@@ -737,7 +751,7 @@ class Cases:
     def add(self, family: str, kind: str, doc, request=None, style: Style = COMPACT) -> None:
         text = doc if isinstance(doc, str) else dump(doc, style)
         req_text = None
-        if kind == "exchange":
+        if kind in EXCHANGES:
             req_text = request if isinstance(request, str) else dump(request, style)
         elif request is not None:
             raise ValueError("request given for a non-exchange case")
@@ -2102,7 +2116,304 @@ class Gen:
         self.keys()
         self.positions()
         self.exchanges()
+        CoachingGen(self).run()
         return self.cases
+
+
+# --------------------------------------------------------------------------------------
+# Coaching (magma_core.protocol.agent_coaching)
+# --------------------------------------------------------------------------------------
+
+
+def coaching_step(rng: random.Random, ident: int, *, decision: bool, error: bool) -> dict:
+    """A trajectory step as GEN sends it: every field present, explicit nulls included."""
+    inp = tiny_request(rng, gen=True, first_id=ident % 3)["inputs"][0]
+    robot = inp["attributes"]["known_robots"][0]
+    return {
+        "id": ident,
+        "input": inp,
+        "output": {"say": "", "tool_calls": [{"name": "navigate_to", "arguments": {"location": "table"},
+                                              "target_robot_name": robot}]} if decision else None,
+        "error": {"code": "invalid_output", "message": "unparsable", "component": "parser"} if error else None,
+        "internal_steps": [{"id": f"s{ident}", "component": "planner", "origin": "model",
+                            "full_prompt": "You are a robot.", "input_elements": {"turn": ident},
+                            "output_raw": "{\"say\": \"\"}"}],
+        "execution": {"diagnosable": True, "execution_results": [
+            {"robot": robot, "tool": "navigate_to", "result": "FAILURE", "error_flag": True,
+             "message": "blocked"}], "input_type": "INSTRUCTION", "input_content": "Go.",
+            "answer": "", "answer_data": {"score": 0.25}},
+    }
+
+
+def coaching_request(rng: random.Random, *, kind: str = "failure", steps: int = 2, recovery: bool = True) -> dict:
+    first = rng.randrange(10, 90)
+    trajectory = [coaching_step(rng, first + k, decision=k != steps - 1 or kind != "format",
+                                error=k == steps - 1 and kind == "format") for k in range(steps)]
+    target = trajectory[-1]["id"]
+    points = [{"id": "replacement", "input_step_id": target, "input": None}]
+    if recovery:
+        points.append({"id": "recovery", "input_step_id": None,
+                       "input": clone(trajectory[-1]["input"])})
+    return {
+        "run_id": f"2026-02-22_20-02-08_{rng.choice(['handover', 'tidy', 'inspect'])}",
+        "request_id": f"{rng.randrange(16**8):08x}",
+        "kind": kind,
+        "stage": {"id": rng.randrange(5), "goal": "Hand the sponge over.", "hint": None},
+        "active_errors": [{"code": "environment", "description": "The path is blocked.",
+                           "details": {"robot": "rover", "attempts": 2}}],
+        "diagnosis": {"explanation": "The robot went the wrong way.", "expected_decision": "Go around."},
+        "target_step_id": target,
+        "trajectory": trajectory,
+        "reinjection_points": points,
+        "additional_info": {"node_id": target, "branch": [1, 2]},
+    }
+
+
+COACHING_SESSION = {
+    "backends": {
+        "main": {"type": "openai", "endpoint": "http://127.0.0.1:8000/v1", "default_model": "qwen3",
+                 "headers": {"Authorization": "Bearer x"}, "timeout": 120.0, "max_retry": 2},
+        "spare": {"type": "vllm", "endpoint": "http://127.0.0.1:8001/v1", "default_model": "qwen3-small"},
+    },
+    "capture_logs": True,
+}
+INTERNAL_STEP = {"id": "call-1", "component": "planner", "origin": "model", "full_prompt": "You are a robot.",
+                 "input_elements": {"memory": ["a"], "turn": 3}, "output_raw": "{\"say\": \"hi\"}"}
+REPLACE_SAY = {"kind": "replace_say", "text": "I cannot reach the shelf; please move the box."}
+
+# Fields per coaching model: (name, type tag, required); tags as in FIELDS plus float_pos.
+COACHING_FIELDS = {
+    "SpecializedCoachingRequest": [("run_id", "str1", True), ("request_id", "str1", True), ("kind", "literal", True),
+                                   ("stage", "model", True), ("active_errors", "list", False),
+                                   ("diagnosis", "model_or_null", False), ("target_step_id", "int", True),
+                                   ("trajectory", "list", True), ("reinjection_points", "list", True),
+                                   ("additional_info", "obj", False)],
+    "CoachingStage": [("id", "int", True), ("goal", "str", True), ("hint", "str_or_null", False)],
+    "CoachingError": [("code", "str", True), ("description", "str", True), ("details", "obj", False)],
+    "CoachingDiagnosis": [("explanation", "str", True), ("expected_decision", "str_or_null", False)],
+    "CoachingStep": [("id", "int", True), ("input", "model", True), ("output", "model_or_null", False),
+                     ("error", "model_or_null", False), ("internal_steps", "list_obj", False),
+                     ("execution", "obj", False)],
+    "ReinjectionPoint": [("id", "str", True), ("input_step_id", "int_or_null", False),
+                         ("input", "model_or_null", False)],
+    "SpecializedCoachingResponse": [("logs", "list", False), ("request_id", "str1", True),
+                                    ("status", "literal", True), ("proposals", "list", False),
+                                    ("reason", "str_or_null", False)],
+    "CoachingLog": [("coaching_type", "pattern", True), ("content", "str", True)],
+    "CoachingProposal": [("reinjection_point_id", "str", True), ("extra_keys", "obj", True)],
+    "CoachingSessionConfig": [("backends", "map_model", False), ("capture_logs", "bool", False)],
+    "CoachingBackendConfig": [("type", "str", True), ("endpoint", "str", True), ("default_model", "str", True),
+                              ("headers", "map_str", False), ("timeout", "float_pos", False),
+                              ("max_retry", "int_nonneg", False)],
+    "InternalStep": [("id", "str", True), ("component", "str", True), ("origin", "literal", False),
+                     ("full_prompt", "str", True), ("input_elements", "obj", False), ("output_raw", "str", True)],
+    "ReplaceSay": [("kind", "literal", False), ("text", "str1", True)],
+}
+
+
+class CoachingGen:
+    """Cases for every coaching model and rule, appended to the inference ones."""
+
+    def __init__(self, gen: "Gen") -> None:
+        self.gen = gen
+        rng = self.rng = random.Random(SEED + 15)
+        self.req = coaching_request(rng, kind="failure")
+        self.req_format = coaching_request(rng, kind="format", steps=1, recovery=False)
+        ids = [p["id"] for p in self.req["reinjection_points"]]
+        self.corrected = {"logs": [{"coaching_type": "failure", "content": "# Coaching corrected"}],
+                          "request_id": self.req["request_id"], "status": "corrected",
+                          "proposals": [{"reinjection_point_id": i, "extra_keys": clone(REPLACE_SAY)} for i in ids],
+                          "reason": None}
+        self.abandoned = {"logs": [], "request_id": self.req["request_id"], "status": "abandoned",
+                          "proposals": [], "reason": "No usable proposal."}
+
+    def add(self, family, kind, doc, request=None, style=COMPACT):
+        self.gen.add("coaching." + family, kind, doc, request, style)
+
+    def sites(self):
+        r, f = self.req, self.req_format
+        return [
+            ("SpecializedCoachingRequest", "coaching_request", r, ()),
+            ("CoachingStage", "coaching_request", r, ("stage",)),
+            ("CoachingError", "coaching_request", r, ("active_errors", 0)),
+            ("CoachingDiagnosis", "coaching_request", r, ("diagnosis",)),
+            ("CoachingStep", "coaching_request", r, ("trajectory", 0)),
+            ("CoachingStep", "coaching_request", f, ("trajectory", 0)),
+            ("ReinjectionPoint", "coaching_request", r, ("reinjection_points", 0)),
+            ("ReinjectionPoint", "coaching_request", r, ("reinjection_points", 1)),
+            ("SpecializedCoachingResponse", "coaching_response", self.corrected, ()),
+            ("SpecializedCoachingResponse", "coaching_response", self.abandoned, ()),
+            ("CoachingLog", "coaching_response", self.corrected, ("logs", 0)),
+            ("CoachingProposal", "coaching_response", self.corrected, ("proposals", 1)),
+            ("CoachingSessionConfig", "coaching_session", COACHING_SESSION, ()),
+            ("CoachingBackendConfig", "coaching_session", COACHING_SESSION, ("backends", "main")),
+            ("CoachingBackendConfig", "coaching_session", COACHING_SESSION, ("backends", "spare")),
+            ("InternalStep", "internal_step", INTERNAL_STEP, ()),
+            ("ReplaceSay", "replace_say", REPLACE_SAY, ()),
+        ]
+
+    def valid(self):
+        rng = self.rng
+        for n, kind in enumerate(["failure", "suboptimal", "format"] * 3):
+            req = coaching_request(rng, kind=kind, steps=1 + n % 4, recovery=n % 2 == 0)
+            self.add("valid.request", "coaching_request", req, style=[SPACED_ASCII, COMPACT, PRETTY][n % 3])
+        minimal = {"run_id": "r", "request_id": "q", "kind": "format", "stage": {"id": 0, "goal": ""},
+                   "target_step_id": 0, "trajectory": [{"id": 0, "input": {"id": 0, "instruction":
+                                                                          {"type": "user", "content": ""}}}],
+                   "reinjection_points": []}
+        self.add("valid.request.minimal", "coaching_request", minimal)
+        both = set_at(minimal, ("trajectory", 0, "output"), {"say": "x"})
+        both = set_at(both, ("trajectory", 0, "error"), {"code": "c", "message": "m"})
+        self.add("valid.step_decision_and_error", "coaching_request", both)
+        for doc in [self.corrected, self.abandoned,
+                    {"request_id": "q", "status": "error", "reason": " "},
+                    {"request_id": "q", "status": "corrected", "proposals": [{"reinjection_point_id": "",
+                                                                             "extra_keys": {}}],
+                     "reason": "also a reason"}]:
+            self.add("valid.response", "coaching_response", doc, style=SPACED)
+        for doc in [COACHING_SESSION, {"backends": {"b": {"type": "", "endpoint": "", "default_model": ""}}},
+                    {"backends": {"b": {"type": "t", "endpoint": "e", "default_model": "m", "timeout": 30,
+                                        "max_retry": 0}}, "capture_logs": False}]:
+            self.add("valid.session", "coaching_session", doc)
+        self.add("valid.internal_step", "internal_step", INTERNAL_STEP)
+        self.add("valid.internal_step", "internal_step",
+                 {"id": "", "component": "", "full_prompt": "", "output_raw": "", "origin": "coaching"})
+        self.add("valid.replace_say", "replace_say", REPLACE_SAY)
+        self.add("valid.replace_say", "replace_say", {"text": " "})
+
+    def fields(self):
+        """Wrong types, missing and extra fields at every site."""
+        for model, kind, base, path in self.sites():
+            for name, tag, required in COACHING_FIELDS[model]:
+                for label, value in WRONG_TYPES:
+                    self.add(f"type.{model}", kind, set_at(base, path + (name,), value))
+                if required:
+                    self.add(f"missing.{model}", kind, del_at(base, path + (name,)))
+            self.add(f"extra.{model}", kind, add_key(base, path, "colour", "red"))
+            self.add("missing.everything", kind, set_at(base, path, {}) if path else {})
+
+    def rules(self):
+        r = self.req
+        t = r["trajectory"]
+        # unique step and point ids, target present, known input_step_id
+        self.add("rule.dup_step_ids", "coaching_request", set_at(r, ("trajectory", 1, "id"), t[0]["id"]))
+        self.add("rule.dup_point_ids", "coaching_request", set_at(r, ("reinjection_points", 1, "id"), "replacement"))
+        self.add("rule.target_absent", "coaching_request", set_at(r, ("target_step_id",), 9999))
+        self.add("rule.target_absent", "coaching_request", set_at(r, ("trajectory",), []))
+        self.add("rule.unknown_input_step", "coaching_request",
+                 set_at(r, ("reinjection_points", 0, "input_step_id"), 9999))
+        self.add("rule.target_and_ref", "coaching_request",
+                 set_at(set_at(r, ("target_step_id",), 9999), ("reinjection_points", 0, "input_step_id"), 9999))
+        # exactly one of input / input_step_id, null counting as absent
+        p0 = ("reinjection_points", 0)
+        self.add("rule.point_both", "coaching_request", set_at(r, p0 + ("input",), clone(t[0]["input"])))
+        self.add("rule.point_neither", "coaching_request", set_at(r, p0 + ("input_step_id",), None))
+        self.add("rule.point_neither", "coaching_request", set_at(r, p0, {"id": "replacement"}))
+        self.add("rule.point_neither", "coaching_request", set_at(r, p0, {"id": "p", "input": None}))
+        self.add("rule.point_step_only", "coaching_request", set_at(r, p0, {"id": "p", "input_step_id": t[0]["id"]}))
+        # reply status rules
+        c, a = self.corrected, self.abandoned
+        self.add("rule.corrected_without_proposals", "coaching_response", set_at(c, ("proposals",), []))
+        self.add("rule.corrected_without_proposals", "coaching_response", del_at(c, ("proposals",)))
+        for status in ["abandoned", "error"]:
+            base = set_at(a, ("status",), status)
+            for reason in [None, "", " ", "why", Raw('"\\u0000"')]:
+                self.add("rule.reason", "coaching_response", set_at(base, ("reason",), reason))
+            self.add("rule.reason", "coaching_response", del_at(base, ("reason",)))
+            self.add("rule.proposals_not_allowed", "coaching_response",
+                     set_at(base, ("proposals",), clone(c["proposals"])))
+        self.add("rule.rule_after_fields", "coaching_response",
+                 set_at(set_at(c, ("proposals",), []), ("logs", 0, "content"), 5))
+        # sessions
+        self.add("rule.no_backends", "coaching_session", {})
+        self.add("rule.no_backends", "coaching_session", {"backends": {}, "capture_logs": True})
+        for extra in [("provider", "llm"), ("endpoint", "http://x"), ("connect_timeout", 10)]:
+            self.add("rule.session_older_fields", "coaching_session", add_key(COACHING_SESSION, (), *extra))
+
+    def scalars(self):
+        s = COACHING_SESSION
+        t = ("backends", "main", "timeout")
+        for text in ["30", "30.0", "0.001", "1e-400", "0", "0.0", "-0.0", "-1", "1e308", "1e309", "-1e-400",
+                     "true", "\"30\"", "null", "5E1", "18446744073709551616"]:
+            self.add("float.timeout", "coaching_session", set_at(s, t, Raw(text)))
+        m = ("backends", "main", "max_retry")
+        for text in ["0", "-0", "-1", "1.0", "3", "true", "\"3\"", "1e2", "9223372036854775807"]:
+            self.add("int.max_retry", "coaching_session", set_at(s, m, Raw(text)))
+        h = ("backends", "main", "headers")
+        for value in [{"a": None}, {"a": 1}, {"a": ["x"]}, {}, {"": ""}, [], "x:y"]:
+            self.add("map.headers", "coaching_session", set_at(s, h, value))
+        self.add("map.backends", "coaching_session", set_at(s, ("backends",), {"a": None, "b": 1}))
+        self.add("map.backends", "coaching_session", set_at(s, ("backends",), []))
+        self.add("bool.capture_logs", "coaching_session", set_at(s, ("capture_logs",), Raw("1")))
+        lp = ("logs", 0, "coaching_type")
+        for value in ["failure", "a", "a_1", "failure\n", "Failure", "1a", "_a", "", "a-b", "a b", "\u00e9t\u00e9",
+                      "a\u0131", "format_2"]:
+            self.add("str.coaching_type", "coaching_response", set_at(self.corrected, lp, value))
+        r = self.req
+        for path in [("target_step_id",), ("trajectory", 0, "id"), ("stage", "id"),
+                     ("reinjection_points", 0, "input_step_id")]:
+            for text in ["1.0", "\"1\"", "true", "-0", "1e1"]:
+                self.add("int.typed", "coaching_request", set_at(r, path, Raw(text)))
+        for path, value in [(("kind",), "Failure"), (("kind",), "repair"), (("kind",), ""),
+                            (("run_id",), ""), (("request_id",), ""), (("run_id",), " ")]:
+            self.add("str.request_fields", "coaching_request", set_at(r, path, value))
+        for value in ["model", "coaching", "Model", "simulation", None]:
+            self.add("literal.origin", "internal_step", set_at(INTERNAL_STEP, ("origin",), value))
+        for value in ["replace_say", "replace_decision", "", None]:
+            self.add("literal.replace_say_kind", "replace_say", set_at(REPLACE_SAY, ("kind",), value))
+        for value in ["", " ", "x"]:
+            self.add("str.replace_say_text", "replace_say", set_at(REPLACE_SAY, ("text",), value))
+
+    def freeform(self):
+        r = self.req
+        positions = [
+            ("coaching_request", r, ("additional_info",)),
+            ("coaching_request", r, ("trajectory", 0, "execution")),
+            ("coaching_request", r, ("active_errors", 0, "details")),
+            ("coaching_request", r, ("trajectory", 0, "internal_steps", 0)),
+            ("coaching_request", r, ("trajectory", 1, "input", "memory")),
+            ("coaching_request", r, ("reinjection_points", 1, "input", "extra_keys")),
+            ("coaching_response", self.corrected, ("proposals", 0, "extra_keys")),
+            ("internal_step", INTERNAL_STEP, ("input_elements",)),
+        ]
+        for kind, base, path in positions:
+            for nf in ["NaN", "Infinity", "-Infinity", "[1, NaN]", "{\"x\": Infinity}"]:
+                self.add("nonfinite.freeform", kind, set_at(base, path + ("k",), Raw(nf)))
+            for v in [None, [], {"a": {"b": [1.5, -0, "x"]}}, 1e300, Raw("123456789012345678901234567890")]:
+                self.add("freeform.any_value", kind, set_at(base, path + ("k",), v))
+            self.add("freeform.not_object", kind, set_at(base, path, []))
+            self.add("deep.freeform", kind, set_at(base, path + ("k",), Raw(nest_text(300, "list", "1"))))
+        for path in [("target_step_id",), ("stage", "id")]:
+            self.add("nonfinite.typed", "coaching_request", set_at(r, path, Raw("NaN")))
+        self.add("nonfinite.typed", "coaching_session",
+                 set_at(COACHING_SESSION, ("backends", "main", "timeout"), Raw("Infinity")))
+        self.add("nonfinite.typed", "coaching_session",
+                 set_at(COACHING_SESSION, ("backends", "main", "timeout"), Raw("NaN")))
+
+    def exchanges(self):
+        r, c, a = self.req, self.corrected, self.abandoned
+        self.add("exchange.ok", "coaching_exchange", c, r)
+        self.add("exchange.ok", "coaching_exchange", a, r)
+        self.add("exchange.request_id", "coaching_exchange", set_at(c, ("request_id",), "other"), r)
+        self.add("exchange.request_id", "coaching_exchange", set_at(a, ("request_id",), r["request_id"] + " "), r)
+        self.add("exchange.unknown_point", "coaching_exchange",
+                 set_at(c, ("proposals", 1, "reinjection_point_id"), "elsewhere"), r)
+        self.add("exchange.unknown_point", "coaching_exchange",
+                 set_at(c, ("proposals", 0, "reinjection_point_id"), "Replacement"), r)
+        self.add("exchange.repeated_point", "coaching_exchange",
+                 set_at(c, ("proposals", 1, "reinjection_point_id"), "replacement"), r)
+        self.add("exchange.invalid_request", "coaching_exchange", c, set_at(r, ("target_step_id",), 9999))
+        self.add("exchange.invalid_request", "coaching_exchange", c, "{")
+        self.add("exchange.invalid_reply", "coaching_exchange", set_at(c, ("proposals",), []), r)
+        self.add("exchange.invalid_reply", "coaching_exchange", "[]", r)
+
+    def run(self):
+        self.valid()
+        self.fields()
+        self.rules()
+        self.scalars()
+        self.freeform()
+        self.exchanges()
 
 
 class _Absent:

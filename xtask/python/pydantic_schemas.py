@@ -9,7 +9,8 @@ the schemas of `magma_protocol::schema`. Prints one JSON object on stdout:
      "models": {"<Model>": {"validation": {...}, "serialization": {...}}, ...}}
 
 with `Model.model_json_schema(mode=...)` of every pydantic model defined in
-`magma_core.protocol.agent` (base classes included), in name order. Deterministic.
+`magma_core.protocol.agent` and `magma_core.protocol.agent_coaching` (base classes
+included), in name order. Deterministic.
 """
 
 from __future__ import annotations
@@ -20,13 +21,20 @@ import sys
 from importlib import metadata
 
 import pydantic
-from magma_core.protocol import agent
+from magma_core.protocol import agent, agent_coaching
 from pydantic import BaseModel
 
 
 def models() -> dict[str, type[BaseModel]]:
     found = {}
-    for name, obj in vars(agent).items():
+    for module in (agent, agent_coaching):
+        found.update(module_models(module))
+    return dict(sorted(found.items()))
+
+
+def module_models(module) -> dict[str, type[BaseModel]]:
+    found = {}
+    for name, obj in vars(module).items():
         # Skips aliases, and pydantic's parametrized generics, which it registers in the
         # module under names like `RootModel[list[AgentOutput]]` (the base of AgentResponse).
         if (
@@ -34,10 +42,10 @@ def models() -> dict[str, type[BaseModel]]:
             and inspect.isclass(obj)
             and name == obj.__name__
             and issubclass(obj, BaseModel)
-            and obj.__module__ == agent.__name__
+            and obj.__module__ == module.__name__
         ):
             found[name] = obj
-    return dict(sorted(found.items()))
+    return found
 
 
 def main() -> None:

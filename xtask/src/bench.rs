@@ -307,13 +307,23 @@ impl Bench {
         self.exec(&mut cmd)?;
         let dir = crate::process::target_dir(&self.root).join("criterion");
         let est = |id: &str| criterion_median(&dir, id);
-        for (group, label) in [
-            ("large_0.6MB", "0.6 MB BENCH-like request"),
-            ("one_input", "1-input BENCH-like request (11.6 KB)"),
-            ("http_body_8", "8-input body of the HTTP runs (6.6 KB)"),
+        const REQUEST: &str = "AgentRequest";
+        for (group, label, model) in [
+            ("large_0.6MB", "0.6 MB BENCH-like request", REQUEST),
+            ("one_input", "1-input BENCH-like request (11.6 KB)", REQUEST),
+            (
+                "http_body_8",
+                "8-input body of the HTTP runs (6.6 KB)",
+                REQUEST,
+            ),
+            (
+                "coaching_50_steps",
+                "GEN-sized 50-step coaching request (0.63 MB)",
+                "SpecializedCoachingRequest",
+            ),
         ] {
             let m = est(&format!(
-                "parse/{group}/magma_protocol::AgentRequest::from_slice"
+                "parse/{group}/magma_protocol::{model}::from_slice"
             ))?;
             // Each baseline: its short name, its criterion id, and the goal
             // for the 0.6 MB request (the other bodies are reported).

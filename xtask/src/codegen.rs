@@ -2,12 +2,14 @@
 //!
 //! - `cargo xtask codegen [--check]` writes `docs/schema/<Name>.schema.json` for every
 //!   [`Schema`] of `magma_protocol::schema` and `docs/openapi.json` (OpenAPI 3.1.0) for the
-//!   three endpoints. `--check` regenerates in memory and fails when a file differs; the
+//!   three endpoints and the three coaching routes. `--check` regenerates in memory and fails when a file differs; the
 //!   test at the bottom runs it, so `cargo test` catches drift.
 //! - `cargo xtask schema-diff` compares the wire types' schemas, field by field, with what
 //!   magma-core 2.0.1's pydantic models produce (`xtask/python/pydantic_schemas.py` in the
 //!   reference venv) and fails on any difference that [`ALLOWED`] does not explain.
 //! - `cargo xtask openapi-check` validates `docs/openapi.json` with openapi-spec-validator,
+//!   compares its coaching routes with FastAPI's document for magma-core's
+//!   `mount_coaching_routes` (`xtask/python/coaching_openapi.py`, in the interop venv),
 //!   checks every schema file against the draft 2020-12 metaschema, and replays the
 //!   reference fixtures through the schemas (a venv from `requirements-openapi.txt`).
 //!
@@ -34,6 +36,10 @@ const OPENAPI: &str = "docs/openapi.json";
 /// so that its package is complete).
 const SERVED_OPENAPI: &str = "crates/magma-server/openapi.json";
 const COMPONENTS: &str = "#/components/schemas/";
+/// The coaching documents' schemas, as magma-protocol names them.
+const COACHING_SESSION_CONFIG: &str = "CoachingSessionConfig";
+const SPECIALIZED_COACHING_REQUEST: &str = "SpecializedCoachingRequest";
+const SPECIALIZED_COACHING_RESPONSE: &str = "SpecializedCoachingResponse";
 
 // The same venv as `cargo xtask conformance`.
 const REFERENCE_REQUIREMENTS: &str = "xtask/python/requirements-reference.txt";
@@ -165,6 +171,14 @@ fn openapi() -> Json {
         })
     };
     let shared = |name: &str| json!({ "$ref": (format!("#/components/responses/{name}")) });
+    let run_id = json!({
+        "name": "run_id",
+        "in": "path",
+        "required": true,
+        "description": "The GEN run's id, percent-encoded (GEN quotes it with no safe \
+            character).",
+        "schema": { "type": "string", "minLength": 1 }
+    });
 
     let mut schemas = Object::new();
     for s in Schema::ALL {
@@ -243,6 +257,65 @@ fn openapi() -> Json {
                         "content": (content(invalid_body))
                     },
                     "503": (shared("NotReady")),
+                    "default": (shared("Error"))
+                }
+            } },
+            "/v1/coaching/sessions/{run_id}": {
+                "parameters": [(run_id)],
+                "put": {
+                    "operationId": "openCoachingSession",
+                    "summary": "Open a coaching session",
+                    "description": "Optional coaching extension (magma-core's \
+                        `mount_coaching_routes`). Opens the session of a GEN run with the LLM \
+                        backends the agent may use. The same configuration again is accepted; \
+                        another one, or any while the session is closing, is a conflict.",
+                    "requestBody": {
+                        "required": true,
+                        "content": (content(schema(COACHING_SESSION_CONFIG)))
+                    },
+                    "responses": {
+                        "204": { "description": "The session is open." },
+                        "409": (response("The session is open with a different configuration, \
+                            or closing.", Schema::ErrorDetail.name())),
+                        "422": (response("The body is not a valid CoachingSessionConfig.",
+                            Schema::HttpValidationError.name())),
+                        "503": (response("The agent cannot coach this session (its backends \
+                            are unreachable from it).", Schema::ErrorDetail.name())),
+                        "default": (shared("Error"))
+                    }
+                },
+                "delete": {
+                    "operationId": "closeCoachingSession",
+                    "summary": "Close a coaching session",
+                    "description": "Marks the session closing, waits for its requests in \
+                        flight, releases it. Answered 204 for any run id, known or not.",
+                    "responses": {
+                        "204": { "description": "The session is closed (or was unknown)." },
+                        "default": (shared("Error"))
+                    }
+                }
+            },
+            "/v1/coaching": { "post": {
+                "operationId": "createCoaching",
+                "summary": "Answer a coaching request",
+                "description": "Optional coaching extension. A repair request of a kind the \
+                    agent advertises in `specialized_coaching`, for the session its `run_id` \
+                    names. A coach that fails answers 200 with `status: \"error\"` and the \
+                    reason.",
+                "requestBody": {
+                    "required": true,
+                    "content": (content(schema(SPECIALIZED_COACHING_REQUEST)))
+                },
+                "responses": {
+                    "200": (response(
+                        "The coach's answer; its `request_id` and proposals match the request.",
+                        SPECIALIZED_COACHING_RESPONSE
+                    )),
+                    "404": (response("No open session for the request's `run_id` (never \
+                        opened, or closing).", Schema::ErrorDetail.name())),
+                    "422": (response("The body is not a valid SpecializedCoachingRequest.",
+                        Schema::HttpValidationError.name())),
+                    "503": (response("The agent has no coach.", Schema::ErrorDetail.name())),
                     "default": (shared("Error"))
                 }
             } }
@@ -383,6 +456,78 @@ const ALLOWED: &[Allowed] = &[
     Allowed {
         model: "AgentOutput",
         path: "candidate_index",
+        aspect: "maximum",
+        pydantic: Expect::Absent,
+        ours: Expect::Is(U64_MAX),
+        reason: REASON_64,
+    },
+    Allowed {
+        model: "CoachingStage",
+        path: "id",
+        aspect: "minimum",
+        pydantic: Expect::Absent,
+        ours: Expect::Is(I64_MIN),
+        reason: REASON_64,
+    },
+    Allowed {
+        model: "CoachingStage",
+        path: "id",
+        aspect: "maximum",
+        pydantic: Expect::Absent,
+        ours: Expect::Is(I64_MAX),
+        reason: REASON_64,
+    },
+    Allowed {
+        model: "CoachingStep",
+        path: "id",
+        aspect: "minimum",
+        pydantic: Expect::Absent,
+        ours: Expect::Is(I64_MIN),
+        reason: REASON_64,
+    },
+    Allowed {
+        model: "CoachingStep",
+        path: "id",
+        aspect: "maximum",
+        pydantic: Expect::Absent,
+        ours: Expect::Is(I64_MAX),
+        reason: REASON_64,
+    },
+    Allowed {
+        model: "ReinjectionPoint",
+        path: "input_step_id",
+        aspect: "minimum",
+        pydantic: Expect::Absent,
+        ours: Expect::Is(I64_MIN),
+        reason: REASON_64,
+    },
+    Allowed {
+        model: "ReinjectionPoint",
+        path: "input_step_id",
+        aspect: "maximum",
+        pydantic: Expect::Absent,
+        ours: Expect::Is(I64_MAX),
+        reason: REASON_64,
+    },
+    Allowed {
+        model: "SpecializedCoachingRequest",
+        path: "target_step_id",
+        aspect: "minimum",
+        pydantic: Expect::Absent,
+        ours: Expect::Is(I64_MIN),
+        reason: REASON_64,
+    },
+    Allowed {
+        model: "SpecializedCoachingRequest",
+        path: "target_step_id",
+        aspect: "maximum",
+        pydantic: Expect::Absent,
+        ours: Expect::Is(I64_MAX),
+        reason: REASON_64,
+    },
+    Allowed {
+        model: "CoachingBackendConfig",
+        path: "max_retry",
         aspect: "maximum",
         pydantic: Expect::Absent,
         ours: Expect::Is(U64_MAX),
@@ -907,6 +1052,28 @@ pub(crate) fn openapi_check() -> Result<()> {
     eprint!("{}", String::from_utf8_lossy(&output.stderr));
     if !output.status.success() {
         bail!("openapi-check failed ({})", output.status);
+    }
+    // The coaching routes against FastAPI's document for magma-core's own
+    // `mount_coaching_routes` (FastAPI and magma-core are in the interop venv).
+    let interop = python::ensure_venv(
+        "interop",
+        &root.join("xtask/python/requirements-interop.txt"),
+        &["magma-core==2.0.1", "magma-gen==2.0.0"],
+    )?;
+    let mut cmd = python::command(&interop);
+    cmd.current_dir(&root)
+        .arg(root.join("xtask/python/coaching_openapi.py"))
+        .arg(root.join(OPENAPI));
+    let output = cmd
+        .output()
+        .with_context(|| format!("could not start {}", interop.display()))?;
+    print!("{}", String::from_utf8_lossy(&output.stdout));
+    eprint!("{}", String::from_utf8_lossy(&output.stderr));
+    if !output.status.success() {
+        bail!(
+            "openapi-check: the coaching routes differ from FastAPI's ({})",
+            output.status
+        );
     }
     Ok(())
 }

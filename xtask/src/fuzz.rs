@@ -34,6 +34,7 @@ pub(crate) const TARGETS: &[&str] = &[
     "info",
     "health",
     "exchange",
+    "coaching",
     "env_feedback",
     "tool_schema",
 ];
@@ -296,6 +297,8 @@ fn seeds_from_fixtures(text: &str) -> Result<Vec<(&'static str, Vec<Seed>)>> {
         };
         match kind {
             "request" | "response" | "info" | "health" => push(kind, doc.as_bytes().to_vec()),
+            "coaching_request" | "coaching_response" | "coaching_session" | "internal_step"
+            | "replace_say" => push("coaching", doc.as_bytes().to_vec()),
             "exchange" => {
                 let Some(request) = case.get("request").and_then(Value::as_str) else {
                     continue;

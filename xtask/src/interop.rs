@@ -1,16 +1,19 @@
 //! `cargo xtask interop`: magma-rs against the Python side MAGMA users run.
 //!
 //! 1. `magma-server` (demo agent) under `xtask/python/bench_client.py`, a
-//!    Python client that does what magma-bench 2.0.1 does, over HTTP and
-//!    over HTTPS with the server's generated development CA.
+//!    Python client that does what magma-bench 2.0.1 does, and under
+//!    `xtask/python/gen_coaching.py`, GEN's coaching client (magma-gen
+//!    2.0.0's `RemoteCoaching` and its POST path), over HTTP and over HTTPS
+//!    with the server's generated development CA.
 //! 2. `magma-client` (`crates/magma-client/examples/interop.rs`) against
-//!    `xtask/python/fastapi_agent.py`, a FastAPI agent on the magma-core
-//!    2.0.1 models, over HTTP (starting while the agent still answers 503)
-//!    and over HTTPS.
+//!    `xtask/python/fastapi_agent.py --coaching`, a FastAPI agent on the
+//!    magma-core 2.0.1 models with magma-core's own coaching routes
+//!    (`mount_coaching_routes`, its LLM worker pool replaced by a stub), over
+//!    HTTP (starting while the agent still answers 503) and over HTTPS.
 //! 3. `magma-validate probe` against the same FastAPI agent, started while it
-//!    still answers 503: exit 0 with a warning naming FastAPI's 500 for NaN;
-//!    exit 1 with `--strict`; exit 0 with `--skip invalid-request/nan` and the
-//!    waiver in the report.
+//!    still answers 503: exit 0 with a warning naming FastAPI's 500 for NaN
+//!    and the coaching checks passed; exit 1 with `--strict`; exit 0 with
+//!    `--skip invalid-request/nan` and the waiver in the report.
 //!
 //! Everything runs on 127.0.0.1 and is stopped at the end, also on failure.
 
@@ -33,7 +36,7 @@ pub(crate) fn run() -> Result<()> {
     let python = python::ensure_venv(
         "interop",
         &root.join("xtask/python/requirements-interop.txt"),
-        &["magma-core==2.0.1"],
+        &["magma-core==2.0.1", "magma-gen==2.0.0"],
     )?;
     let server_bin = crate::process::build_magma_server(&root, false, true)?;
     run_checked(
@@ -66,6 +69,7 @@ pub(crate) fn run() -> Result<()> {
     let tls_dir = crate::xtask_dir()?.join("interop-tls");
     std::fs::create_dir_all(&tls_dir).with_context(|| format!("creating {}", tls_dir.display()))?;
     let bench_client = root.join("xtask/python/bench_client.py");
+    let gen_coaching = root.join("xtask/python/gen_coaching.py");
     let fastapi_agent = root.join("xtask/python/fastapi_agent.py");
     let mut passed = Vec::new();
 
@@ -91,14 +95,31 @@ pub(crate) fn run() -> Result<()> {
         run_checked(&what, &mut client)?;
         server.ensure_running()?;
         passed.push(what);
+
+        let mut gen_client = Command::new(&python);
+        gen_client.arg(&gen_coaching).arg(&url);
+        if https {
+            gen_client.arg("--cacert").arg(tls_dir.join("ca.pem"));
+        }
+        let what = format!(
+            "GEN's RemoteCoaching (magma-gen 2.0.0) -> magma-server coaching over {scheme}"
+        );
+        run_checked(&what, &mut gen_client)?;
+        server.ensure_running()?;
+        passed.push(what);
     }
 
     // 2. The Rust client against a FastAPI agent on magma-core.
     for https in [false, true] {
         let port = free_port()?;
         let mut cmd = Command::new(&python);
-        cmd.arg(&fastapi_agent)
-            .args(["--port", &port.to_string(), "--ready-after", "5"]);
+        cmd.arg(&fastapi_agent).args([
+            "--port",
+            &port.to_string(),
+            "--ready-after",
+            "5",
+            "--coaching",
+        ]);
         if https {
             cmd.arg("--ssl-certfile")
                 .arg(tls_dir.join("cert.pem"))
@@ -109,14 +130,19 @@ pub(crate) fn run() -> Result<()> {
         wait_for_port(&mut agent, port, Duration::from_secs(60))?;
         let scheme = if https { "https" } else { "http" };
         let mut client = Command::new(&client_example);
-        client.arg(format!("{scheme}://127.0.0.1:{port}"));
+        client
+            .arg(format!("{scheme}://127.0.0.1:{port}"))
+            .arg("--coaching");
         if https {
             client.arg("--cacert").arg(tls_dir.join("ca.pem"));
         } else {
             // Started right away, the agent is still loading: 503 is exercised.
             client.arg("--expect-not-ready");
         }
-        let what = format!("magma-client -> FastAPI agent (magma-core 2.0.1) over {scheme}");
+        let what = format!(
+            "magma-client (with a coaching session) -> FastAPI agent (magma-core 2.0.1, \
+             mount_coaching_routes) over {scheme}"
+        );
         run_checked(&what, &mut client)?;
         agent.ensure_running()?;
         passed.push(what);
@@ -125,8 +151,13 @@ pub(crate) fn run() -> Result<()> {
     // 3. magma-validate probe against the FastAPI agent: severities and waivers.
     let port = free_port()?;
     let mut cmd = Command::new(&python);
-    cmd.arg(&fastapi_agent)
-        .args(["--port", &port.to_string(), "--ready-after", "3"]);
+    cmd.arg(&fastapi_agent).args([
+        "--port",
+        &port.to_string(),
+        "--ready-after",
+        "3",
+        "--coaching",
+    ]);
     let mut agent = Guard::spawn("fastapi_agent.py", &mut cmd)?;
     wait_for_port(&mut agent, port, Duration::from_secs(60))?;
     let url = format!("http://127.0.0.1:{port}");
@@ -195,6 +226,14 @@ const PROBE_CASES: &[ProbeCase] = &[
                 "the warning does not name the 500"
             );
             ensure!(report["summary"]["failed"] == 0, "a check failed");
+            // magma-core's own coaching routes pass the probe's coaching checks
+            // (the agent does not advertise coaching_resume).
+            for check in report["checks"].as_array().into_iter().flatten() {
+                let name = check["name"].as_str().unwrap_or("");
+                if name.starts_with("coaching/") && name != "coaching/resume" {
+                    ensure!(check["status"] == "pass", "{name} did not pass");
+                }
+            }
             Ok(())
         },
     },

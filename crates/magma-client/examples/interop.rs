@@ -14,6 +14,12 @@
 //! and the agent's 422 answers (string and list `detail`). Prints one line
 //! per check and a summary; exits 1 if any check failed, 2 on bad usage.
 //!
+//! `--coaching` also drives a coaching session the way GEN does, against
+//! an agent serving magma-core's `mount_coaching_routes`
+//! (`fastapi_agent.py --coaching`): open (and again), a conflicting open,
+//! a refused open, a request of each kind validated against itself, an
+//! unknown run, close, close again.
+//!
 //! `--expect-not-ready` asserts that the agent's first answer to `/health`
 //! is 503 not ready (start it with `--ready-after`), so the 503 path is
 //! really taken; refused connections before it listens are waited through.
@@ -24,6 +30,7 @@ use std::num::NonZeroU64;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+use magma_client::magma_protocol::coaching::{CoachingSessionConfig, SpecializedCoachingRequest};
 use magma_client::magma_protocol::{
     AgentInput, AgentInstruction, AgentRequest, AgentResponse, Json, Object, json,
 };
@@ -38,6 +45,7 @@ struct Args {
     #[cfg(feature = "tls")]
     identity: Option<(String, String)>,
     expect_not_ready: bool,
+    coaching: bool,
     wait: Duration,
 }
 
@@ -45,7 +53,7 @@ fn usage(msg: &str) -> ExitCode {
     eprintln!("error: {msg}");
     eprintln!(
         "usage: interop BASE_URL [--cacert PEM] [--client-cert PEM --client-key PEM]\n\
-         \x20              [--expect-not-ready] [--wait SECONDS]\n\
+         \x20              [--expect-not-ready] [--coaching] [--wait SECONDS]\n\
          (--cacert and --client-* need the `tls` feature)"
     );
     ExitCode::from(2)
@@ -57,6 +65,7 @@ fn parse_args() -> Result<Args, String> {
     let mut cacert = None;
     let (mut client_cert, mut client_key) = (None::<String>, None::<String>);
     let mut expect_not_ready = false;
+    let mut coaching = false;
     let mut wait = Duration::from_secs(60);
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -75,6 +84,7 @@ fn parse_args() -> Result<Args, String> {
             "--client-cert" => client_cert = Some(it.next().ok_or("--client-cert needs a file")?),
             "--client-key" => client_key = Some(it.next().ok_or("--client-key needs a file")?),
             "--expect-not-ready" => expect_not_ready = true,
+            "--coaching" => coaching = true,
             "--wait" => {
                 let secs = it.next().ok_or("--wait needs seconds")?;
                 let secs: f64 = secs.parse().map_err(|_| format!("bad --wait {secs:?}"))?;
@@ -101,6 +111,7 @@ fn parse_args() -> Result<Args, String> {
         #[cfg(feature = "tls")]
         identity,
         expect_not_ready,
+        coaching,
         wait,
     })
 }
@@ -188,6 +199,15 @@ fn main() -> ExitCode {
     run("422 from FastAPI's own validation (raw call)", &|| {
         reject_raw(&client)
     });
+    if args.coaching {
+        run("coaching: a session as GEN drives it", &|| {
+            coaching(&client)
+        });
+        run(
+            "coaching: a refused session is CoachingUnavailable",
+            &|| refused_session(&client),
+        );
+    }
     run("still healthy afterwards", &|| {
         client
             .health()
@@ -445,6 +465,140 @@ fn reject_raw(client: &Client) -> Check {
         .unwrap_or_default();
     expect(loc == r#"["body","request_id"]"#, || format!("loc {loc}"))?;
     Ok(format!("loc {loc}"))
+}
+
+fn session_config(endpoint: &str, capture_logs: bool) -> Result<CoachingSessionConfig, String> {
+    let body = json!({
+        "backends": {"gen": {"type": "openai", "endpoint": endpoint, "default_model": "gen-model"}},
+        "capture_logs": capture_logs
+    });
+    CoachingSessionConfig::from_json(body).map_err(|e| e.to_string())
+}
+
+fn coaching_request(
+    run_id: &str,
+    request_id: &str,
+    kind: &str,
+) -> Result<SpecializedCoachingRequest, String> {
+    let body = json!({
+        "run_id": run_id,
+        "request_id": request_id,
+        "kind": kind,
+        "stage": {"id": 1, "goal": "Press sw0.", "hint": null},
+        "diagnosis": {"explanation": "Wrong button.", "expected_decision": "Press sw0."},
+        "target_step_id": 2,
+        "trajectory": [
+            {"id": 2, "input": {"id": 0, "instruction": {"type": "user", "content": "Press sw0."}},
+             "output": null,
+             "error": {"code": "invalid_output", "message": "no say or action", "component": "commander"}}
+        ],
+        "reinjection_points": [
+            {"id": "replacement", "input_step_id": 2, "input": null},
+            {"id": "recovery", "input_step_id": null,
+             "input": {"id": 0, "instruction": {"type": "env", "content": "{}"}}}
+        ]
+    });
+    SpecializedCoachingRequest::from_json(body).map_err(|e| e.to_string())
+}
+
+fn coaching(client: &Client) -> Check {
+    // A uuid-like run id with characters the path must percent-encode
+    // (not `/`: Starlette decodes %2F before routing and answers 404).
+    let run_id = "interop run é 0f3c";
+    let config = session_config("http://127.0.0.1:9/v1", true)?;
+    let session = client
+        .open_coaching_session(run_id, &config)
+        .map_err(|e| format!("open: {e}"))?;
+    let again = client
+        .open_coaching_session(run_id, &config)
+        .map_err(|e| format!("open again: {e}"))?;
+    let other = session_config("http://127.0.0.1:9/v1", false)?;
+    match client.open_coaching_session(run_id, &other) {
+        Err(e) if matches!(e.kind(), ErrorKind::SessionConflict(_)) => {}
+        Err(e) => {
+            return Err(format!(
+                "conflicting open: expected SessionConflict, got {e}"
+            ));
+        }
+        Ok(_) => return Err("a conflicting configuration was accepted".into()),
+    }
+    // The failed open tried a DELETE, as GEN's does: the session is gone.
+    let probe = coaching_request(run_id, "after-conflict", "format")?;
+    match client.coach(&probe) {
+        Err(e) if matches!(e.kind(), ErrorKind::UnknownSession(_)) => {}
+        other => {
+            return Err(format!(
+                "after the failed open: expected UnknownSession, got {other:?}"
+            ));
+        }
+    }
+    // Both handles close (DELETE) when dropped: a no-op now, 204 all the same.
+    drop(again);
+    drop(session);
+    let session = client
+        .open_coaching_session(run_id, &config)
+        .map_err(|e| format!("reopen: {e}"))?;
+    let mut notes = Vec::new();
+    for kind in ["failure", "suboptimal", "format"] {
+        let request = coaching_request(run_id, &format!("interop-{kind}"), kind)?;
+        let response = session
+            .coach(&request)
+            .map_err(|e| format!("{kind}: {e}"))?;
+        expect(
+            response.status().as_str() == "corrected" && response.proposals().len() == 2,
+            || {
+                format!(
+                    "{kind}: {} with {} proposals",
+                    response.status().as_str(),
+                    response.proposals().len()
+                )
+            },
+        )?;
+        // magma-core captured the stub worker's log for this request.
+        expect(!response.logs().is_empty(), || format!("{kind}: no logs"))?;
+        notes.push(format!("{kind} {}", response.status().as_str()));
+    }
+    let unknown = coaching_request("interop-never-opened", "unknown", "format")?;
+    match client.coach(&unknown) {
+        Err(e) if matches!(e.kind(), ErrorKind::UnknownSession(_)) => {}
+        other => {
+            return Err(format!(
+                "unknown run: expected UnknownSession, got {other:?}"
+            ));
+        }
+    }
+    session.close().map_err(|e| format!("close: {e}"))?;
+    let request = coaching_request(run_id, "after-close", "failure")?;
+    match client.coach(&request) {
+        Err(e) if matches!(e.kind(), ErrorKind::UnknownSession(_)) => {}
+        other => {
+            return Err(format!(
+                "after close: expected UnknownSession, got {other:?}"
+            ));
+        }
+    }
+    client
+        .close_coaching_session(run_id)
+        .map_err(|e| format!("close again: {e}"))?;
+    Ok(format!(
+        "{}; conflict 409, unknown run 404, closed twice",
+        notes.join(", ")
+    ))
+}
+
+fn refused_session(client: &Client) -> Check {
+    let config = session_config("http://unreachable.invalid/v1", true)?;
+    match client.open_coaching_session("interop-refused", &config) {
+        Err(e) if matches!(e.kind(), ErrorKind::CoachingUnavailable(_)) => {
+            let detail = e
+                .http_status()
+                .and_then(|s| s.detail_message())
+                .unwrap_or_default();
+            Ok(format!("503: {detail}"))
+        }
+        Err(e) => Err(format!("expected CoachingUnavailable, got {e}")),
+        Ok(_) => Err("the session was accepted".into()),
+    }
 }
 
 fn object(value: Json) -> Object {

@@ -489,17 +489,27 @@ impl Client {
         request: RawRequest,
         parse: fn(&[u8]) -> Result<T, magma_protocol::Error>,
     ) -> Result<T, Error> {
+        self.typed_with(request, parse, |s| match s.status() {
+            StatusCode::SERVICE_UNAVAILABLE => ErrorKind::NotReady(s),
+            StatusCode::GATEWAY_TIMEOUT => ErrorKind::InferenceTimeout(s),
+            _ => ErrorKind::Status(s),
+        })
+    }
+
+    /// [`typed`](Self::typed) with the route's own reading of non-2xx
+    /// statuses.
+    pub(crate) fn typed_with<T>(
+        &self,
+        request: RawRequest,
+        parse: fn(&[u8]) -> Result<T, magma_protocol::Error>,
+        failed: fn(HttpStatus) -> ErrorKind,
+    ) -> Result<T, Error> {
         let method = request.method.clone();
         let url = self.url(&request.path);
         let response = self.execute(request)?;
         let (status, headers, body) = response.into_parts();
         if !status.is_success() {
-            let s = HttpStatus::new(status, headers, body);
-            let kind = match status {
-                StatusCode::SERVICE_UNAVAILABLE => ErrorKind::NotReady(s),
-                StatusCode::GATEWAY_TIMEOUT => ErrorKind::InferenceTimeout(s),
-                _ => ErrorKind::Status(s),
-            };
+            let kind = failed(HttpStatus::new(status, headers, body));
             return Err(Error::new(kind).at(&method, &url));
         }
         parse(&body).map_err(|e| Error::new(ErrorKind::InvalidBody(e)).at(&method, &url))

@@ -59,6 +59,19 @@ pub enum ErrorKind {
     /// `/v1/info` is valid but the agent is not one BENCH would run: protocol
     /// not `2.0`, or `capabilities.inference` not `true`.
     Incompatible(IncompatibleAgent),
+    /// `POST /v1/coaching` answered `404`: the request's `run_id` has no
+    /// open coaching session on the agent (never opened, or closing).
+    UnknownSession(HttpStatus),
+    /// `PUT /v1/coaching/sessions/{run_id}` answered `409`: the session is
+    /// open with a different configuration, or closing.
+    SessionConflict(HttpStatus),
+    /// A coaching route answered `503`: the agent refused the session (its
+    /// LLM backends are unreachable from it) or has no coach.
+    CoachingUnavailable(HttpStatus),
+    /// The coaching response is a valid document but does not answer the
+    /// request (`validate_request`): another `request_id`, or a proposal
+    /// for a reinjection point the request does not have.
+    CoachingMismatch(magma_protocol::Error),
     /// The response body is larger than the configured limit; the rest was
     /// not read.
     BodyTooLarge {
@@ -101,6 +114,12 @@ impl fmt::Display for ErrorKind {
             ErrorKind::InvalidBody(e) => write!(f, "invalid response body: {e}"),
             ErrorKind::CandidateMismatch(m) => write!(f, "{m}"),
             ErrorKind::Incompatible(e) => write!(f, "incompatible agent: {e}"),
+            ErrorKind::UnknownSession(s) => write!(f, "unknown or closing coaching session: {s}"),
+            ErrorKind::SessionConflict(s) => write!(f, "coaching session conflict: {s}"),
+            ErrorKind::CoachingUnavailable(s) => write!(f, "coaching unavailable: {s}"),
+            ErrorKind::CoachingMismatch(e) => {
+                write!(f, "the coaching response does not answer the request: {e}")
+            }
             ErrorKind::BodyTooLarge { limit } => {
                 write!(f, "response body larger than the limit of {limit} bytes")
             }
@@ -308,9 +327,12 @@ impl Error {
     /// [`ErrorKind::InferenceTimeout`] and [`ErrorKind::Status`].
     pub fn http_status(&self) -> Option<&HttpStatus> {
         match &self.inner.kind {
-            ErrorKind::NotReady(s) | ErrorKind::InferenceTimeout(s) | ErrorKind::Status(s) => {
-                Some(s)
-            }
+            ErrorKind::NotReady(s)
+            | ErrorKind::InferenceTimeout(s)
+            | ErrorKind::Status(s)
+            | ErrorKind::UnknownSession(s)
+            | ErrorKind::SessionConflict(s)
+            | ErrorKind::CoachingUnavailable(s) => Some(s),
             _ => None,
         }
     }
@@ -394,6 +416,7 @@ impl StdError for Error {
         match &self.inner.kind {
             ErrorKind::InvalidBody(e) => Some(e),
             ErrorKind::CandidateMismatch(e) => Some(e),
+            ErrorKind::CoachingMismatch(e) => Some(e),
             ErrorKind::Incompatible(e) => Some(e),
             _ => self
                 .inner

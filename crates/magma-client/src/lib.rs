@@ -3,6 +3,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod client;
+mod coaching;
 mod connect;
 mod error;
 mod raw;
@@ -14,6 +15,7 @@ pub use client::{
     Client, ClientBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_RESPONSE_BYTES,
     DEFAULT_POOL_IDLE_TIMEOUT, DEFAULT_TIMEOUT,
 };
+pub use coaching::CoachingSession;
 pub use error::{Error, ErrorKind, HttpStatus};
 pub use raw::{RawRequest, RawResponse};
 

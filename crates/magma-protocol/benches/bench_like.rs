@@ -4,31 +4,70 @@
 /// A BENCH-like request: `inputs` environments with tools, attributes and a
 /// growing history in memory, about `inputs * 11.6` KB (52 inputs: 0.6 MB).
 pub(crate) fn bench_like_request(inputs: usize) -> String {
-    let tools = r#"[{"name":"cancel_current_action","description":"Cancel the current action running on the targeted robot.","arguments":{}},{"name":"press_button","description":"Press a button.","arguments":{"id":{"description":"Button name.","type":"str"}}},{"name":"move_to","description":"Move the base to a position in the map frame.","arguments":{"x":{"description":"Target x in metres","type":"float"},"y":{"description":"Target y in metres","type":"float"},"speed":{"description":"Optional speed","type":"float"}}},{"name":"pick","description":"Pick an object.","arguments":{"object_id":{"description":"Identifier","type":"str"},"force":{"description":"Grip force in newtons","type":"float"}}}]"#;
     let mut out = String::from(r#"{"request_id":"0f8fad5bd9cb469fa16570867728950e","inputs":["#);
     for i in 0..inputs {
         if i > 0 {
             out.push(',');
         }
-        let mut history = String::new();
-        for step in 0..40 {
-            if step > 0 {
-                history.push(',');
-            }
-            history.push_str(&format!(
-                r#"{{"author":"USER","content":"Put the red cube {step} on the shelf, then report back.","t":{}.{:03}}},{{"author":"MODEL","content":"{{\"say\": \"\", \"action\": {{\"panda\": {{\"name\": \"move_to\", \"arguments\": {{\"x\": {}.25, \"y\": -{}.5}}}}}}}}","score":0.{:04}}}"#,
-                1_712_000_000 + step * 7,
-                step * 37 % 1000,
-                step % 9,
-                step % 4,
-                (step * 7919) % 10_000,
-            ));
-        }
-        out.push_str(&format!(
-            r#"{{"id":{i},"instruction":{{"type":"env","content":"{{\"infos\": \"panda: press_button succeed with message: sw{i} is now pressed\", \"previous_tool_call\": {{\"panda\": {{\"name\": \"press_button\", \"arguments\": {{\"id\": \"sw{i}\"}}}}}}}}"}},"tools":{tools},"attributes":{{"objects":["sw0","sw1","cube_red","shelf"],"known_robots":["panda","ur5e"],"robot_statuses":{{"panda":"FREE","ur5e":"RUNNING move_to(x=1.5, y=-2.0)"}},"location":{{"x":-9.491,"y":0.828,"frame":"map"}}}},"memory":{{"memory_list":["Always confirm completion to the user.","Never move two robots at once."],"history":[{history}]}},"num_outputs":1,"extra_keys":{{"inference_mode":true}}}}"#
-        ));
+        out.push_str(&bench_like_input(i));
     }
     out.push_str("]}");
+    out
+}
+
+/// One input of [`bench_like_request`] (about 11.6 KB): tools, attributes
+/// and a 40-step history in memory.
+pub(crate) fn bench_like_input(i: usize) -> String {
+    let tools = r#"[{"name":"cancel_current_action","description":"Cancel the current action running on the targeted robot.","arguments":{}},{"name":"press_button","description":"Press a button.","arguments":{"id":{"description":"Button name.","type":"str"}}},{"name":"move_to","description":"Move the base to a position in the map frame.","arguments":{"x":{"description":"Target x in metres","type":"float"},"y":{"description":"Target y in metres","type":"float"},"speed":{"description":"Optional speed","type":"float"}}},{"name":"pick","description":"Pick an object.","arguments":{"object_id":{"description":"Identifier","type":"str"},"force":{"description":"Grip force in newtons","type":"float"}}}]"#;
+    let mut history = String::new();
+    for step in 0..40 {
+        if step > 0 {
+            history.push(',');
+        }
+        history.push_str(&format!(
+            r#"{{"author":"USER","content":"Put the red cube {step} on the shelf, then report back.","t":{}.{:03}}},{{"author":"MODEL","content":"{{\"say\": \"\", \"action\": {{\"panda\": {{\"name\": \"move_to\", \"arguments\": {{\"x\": {}.25, \"y\": -{}.5}}}}}}}}","score":0.{:04}}}"#,
+            1_712_000_000 + step * 7,
+            step * 37 % 1000,
+            step % 9,
+            step % 4,
+            (step * 7919) % 10_000,
+        ));
+    }
+    format!(
+        r#"{{"id":{i},"instruction":{{"type":"env","content":"{{\"infos\": \"panda: press_button succeed with message: sw{i} is now pressed\", \"previous_tool_call\": {{\"panda\": {{\"name\": \"press_button\", \"arguments\": {{\"id\": \"sw{i}\"}}}}}}}}"}},"tools":{tools},"attributes":{{"objects":["sw0","sw1","cube_red","shelf"],"known_robots":["panda","ur5e"],"robot_statuses":{{"panda":"FREE","ur5e":"RUNNING move_to(x=1.5, y=-2.0)"}},"location":{{"x":-9.491,"y":0.828,"frame":"map"}}}},"memory":{{"memory_list":["Always confirm completion to the user.","Never move two robots at once."],"history":[{history}]}},"num_outputs":1,"extra_keys":{{"inference_mode":true}}}}"#
+    )
+}
+
+/// A GEN-sized `POST /v1/coaching` body: `steps` trajectory steps, each
+/// with a [`bench_like_input`], GEN's decision, an internal step and
+/// GEN's `execution` record, the target the last step, a `replacement`
+/// point at it and a `recovery` point with an explicit input; every field
+/// present, explicit nulls included, as GEN sends it (50 steps: 0.63 MB).
+#[allow(dead_code)]
+pub(crate) fn gen_like_coaching_request(steps: usize) -> String {
+    use std::fmt::Write;
+    let mut out = String::from(
+        r#"{"run_id":"2026-02-22_20-02-08_handover","request_id":"ae5c812fe2994fc1abb51d18b559e8ca","kind":"failure","stage":{"id":2,"goal":"Hand the green sponge over to stretch.","hint":null},"active_errors":[{"code":"environment","description":"panda: move_to failed: path blocked","details":{"robot":"panda","attempts":2}}],"diagnosis":{"explanation":"The robot moved before the gripper was free.","expected_decision":"Release the cube, then move."},"target_step_id":"#,
+    );
+    let _ = write!(out, "{}", steps - 1);
+    out.push_str(r#","trajectory":["#);
+    for i in 0..steps {
+        if i > 0 {
+            out.push(',');
+        }
+        let _ = write!(
+            out,
+            r#"{{"id":{i},"input":{},"output":{{"say":"","tool_calls":[{{"name":"move_to","arguments":{{"x":1.25,"y":-0.5}},"target_robot_name":"panda"}}]}},"error":null,"internal_steps":[{{"id":"llm-{i}","component":"planner","origin":"model","full_prompt":"You control two robots. Answer with JSON: say and action.","input_elements":{{"turn":{i}}},"output_raw":"{{\"say\": \"\", \"action\": {{\"panda\": {{\"name\": \"move_to\", \"arguments\": {{\"x\": 1.25, \"y\": -0.5}}}}}}}}"}}],"execution":{{"diagnosable":true,"execution_results":[{{"robot":"panda","tool":"move_to","result":"FAILURE","error_flag":true,"message":"path blocked"}}],"input_type":"FEEDBACK","input_content":"panda: press_button succeed","answer":"","answer_data":{{"say":"","action":{{"panda":{{"name":"move_to"}}}}}}}}}}"#,
+            bench_like_input(i)
+        );
+    }
+    let _ = write!(
+        out,
+        r#"],"reinjection_points":[{{"id":"replacement","input_step_id":{},"input":null}},{{"id":"recovery","input_step_id":null,"input":{}}}],"additional_info":{{"node_id":{},"delay_ms":0}}}}"#,
+        steps - 1,
+        bench_like_input(steps),
+        steps - 1
+    );
     out
 }
 

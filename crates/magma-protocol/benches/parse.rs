@@ -8,13 +8,14 @@
 use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use magma_protocol::coaching::SpecializedCoachingRequest;
 use magma_protocol::{
     AgentDecision, AgentRequest, AgentResponse, Candidate, Json, NonEmptyString, Object, ToolCall,
 };
 
 #[path = "bench_like.rs"]
 mod bench_like;
-use bench_like::{bench_like_request, http_body};
+use bench_like::{bench_like_request, gen_like_coaching_request, http_body};
 
 fn parse(c: &mut Criterion) {
     let bodies = [
@@ -43,6 +44,24 @@ fn parse(c: &mut Criterion) {
         });
         g.finish();
     }
+    // A GEN-sized coaching request (50 steps), against the same baselines.
+    let body = gen_like_coaching_request(50);
+    assert!(SpecializedCoachingRequest::from_slice(body.as_bytes()).is_ok());
+    let mut g = c.benchmark_group("parse/coaching_50_steps");
+    g.throughput(Throughput::Bytes(body.len() as u64));
+    g.bench_function(
+        "magma_protocol::SpecializedCoachingRequest::from_slice",
+        |b| b.iter(|| SpecializedCoachingRequest::from_slice(black_box(body.as_bytes())).map(drop)),
+    );
+    g.bench_function("serde_json::IgnoredAny", |b| {
+        b.iter(|| {
+            serde_json::from_slice::<serde::de::IgnoredAny>(black_box(body.as_bytes())).map(drop)
+        })
+    });
+    g.bench_function("serde_json::Value", |b| {
+        b.iter(|| serde_json::from_slice::<serde_json::Value>(black_box(body.as_bytes())).map(drop))
+    });
+    g.finish();
     let body = bench_like_request(52);
     let req = AgentRequest::from_slice(body.as_bytes()).unwrap();
     c.bench_function("serialize/large_0.6MB", |b| {

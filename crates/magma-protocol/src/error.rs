@@ -50,6 +50,13 @@ pub enum ErrorKind {
     /// The candidates of a response do not match the request
     /// (`candidates_mismatch`).
     CandidatesMismatch,
+    /// A number was expected; strings and booleans are refused (`float_type`).
+    FloatType,
+    /// A string that does not match its pattern (`string_pattern_mismatch`).
+    StringPatternMismatch,
+    /// A coaching reply does not answer its request: another `request_id`,
+    /// or a proposal for an unknown reinjection point (`coaching_mismatch`).
+    CoachingMismatch,
 }
 
 impl ErrorKind {
@@ -74,6 +81,9 @@ impl ErrorKind {
             ErrorKind::ValueError => "value_error",
             ErrorKind::IntOutOfRange => "int_out_of_range",
             ErrorKind::CandidatesMismatch => "candidates_mismatch",
+            ErrorKind::FloatType => "float_type",
+            ErrorKind::StringPatternMismatch => "string_pattern_mismatch",
+            ErrorKind::CoachingMismatch => "coaching_mismatch",
         }
     }
 }

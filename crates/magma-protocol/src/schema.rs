@@ -114,6 +114,19 @@ wire_schemas! {
     AgentResponse ", the body of a 200 answer to `POST /v1/responses`." refers [AgentOutput];
     AgentHealth ", the body of `GET /health` when ready." refers [];
     AgentInfo ", the body of `GET /v1/info`." refers [];
+    InternalStep ", one record of a candidate's `internal_steps`." refers [];
+    CoachingStage "." refers [];
+    CoachingError "." refers [];
+    CoachingDiagnosis "." refers [];
+    CoachingStep ", one step of a coaching trajectory." refers [AgentInput, AgentDecision, AgentError];
+    ReinjectionPoint "." refers [AgentInput];
+    CoachingBackendConfig "." refers [];
+    CoachingSessionConfig ", the body of `PUT /v1/coaching/sessions/{run_id}`." refers [CoachingBackendConfig];
+    CoachingLog "." refers [];
+    SpecializedCoachingRequest ", the body of `POST /v1/coaching`." refers [CoachingStage, CoachingError, CoachingDiagnosis, CoachingStep, ReinjectionPoint];
+    CoachingProposal "." refers [];
+    SpecializedCoachingResponse ", the body of a 200 answer to `POST /v1/coaching`." refers [CoachingLog, CoachingProposal];
+    ReplaceSay ", the `replace_say` payload of `extra_keys.coaching`." refers [];
 }
 
 impl Schema {

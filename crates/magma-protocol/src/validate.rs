@@ -87,6 +87,15 @@ impl Validation {
         out
     }
 
+    /// Runs `f` at the field `key` of the current location.
+    pub(crate) fn at_field<T>(
+        &mut self,
+        key: &'static str,
+        f: impl FnOnce(&mut Validation) -> T,
+    ) -> T {
+        self.at(PathSeg::Field(key), f)
+    }
+
     /// Records a problem: kept while fewer than [`MAX_REPORTED_ERRORS`]
     /// are, counted (and dropped, with the input it carried) after.
     pub(crate) fn push(&mut self, issue: Issue) {
@@ -301,6 +310,160 @@ pub(crate) fn literal(v: Json, cx: &mut Validation, allowed: &[&str]) -> Option<
         Json::String(expected),
     );
     None
+}
+
+/// A strict float (`float` in pydantic's strict mode): a finite JSON
+/// number, integers included (`30` is `30.0`); strings and booleans are
+/// refused. A number too large for an `f64` is refused as not finite, one
+/// too small becomes `0.0`, as Python's `float()` does.
+pub(crate) fn strict_float(v: Json, cx: &mut Validation) -> Option<f64> {
+    match v {
+        Json::Number(n) => match n.as_f64() {
+            Some(f) if f.is_finite() => Some(f),
+            _ => {
+                cx.report(
+                    ErrorKind::FiniteNumber,
+                    "Input should be a finite number",
+                    Json::Number(n),
+                );
+                None
+            }
+        },
+        other => {
+            cx.report(
+                ErrorKind::FloatType,
+                "Input should be a valid number",
+                other,
+            );
+            None
+        }
+    }
+}
+
+/// A strict float greater than 0 (`Field(gt=0)`).
+pub(crate) fn positive_float(v: Json, cx: &mut Validation) -> Option<f64> {
+    let input = v.clone();
+    let f = strict_float(v, cx)?;
+    if f > 0.0 {
+        return Some(f);
+    }
+    cx.report_ctx(
+        ErrorKind::GreaterThan,
+        "Input should be greater than 0",
+        input,
+        "gt",
+        Json::from(0),
+    );
+    None
+}
+
+/// A strict integer, `None` for `null` (`int | None`).
+pub(crate) fn opt_int64(v: Json, cx: &mut Validation) -> Option<Option<i64>> {
+    match v {
+        Json::Null => Some(None),
+        other => int64(other, cx).map(Some),
+    }
+}
+
+/// A string matching a pattern (`Field(pattern=...)`): `matches` decides,
+/// `pattern` is how the reference spells it in its error.
+pub(crate) fn pattern_str(
+    v: Json,
+    cx: &mut Validation,
+    pattern: &'static str,
+    matches: fn(&str) -> bool,
+) -> Option<String> {
+    let s = strict_str(v, cx)?;
+    if matches(&s) {
+        return Some(s);
+    }
+    cx.report_ctx(
+        ErrorKind::StringPatternMismatch,
+        &format!("String should match pattern '{pattern}'"),
+        Json::String(s),
+        "pattern",
+        Json::from(pattern),
+    );
+    None
+}
+
+/// `dict[str, str]`: an object whose values are all strings.
+pub(crate) fn str_map(v: Json, cx: &mut Validation) -> Option<Map<String>> {
+    let Json::Object(o) = v else {
+        cx.report(ErrorKind::DictType, "Input should be a valid dictionary", v);
+        return None;
+    };
+    let mut out = Map::with_capacity(o.len());
+    let mut ok = true;
+    for (key, value) in o {
+        match value {
+            Json::String(s) => out.push_unique(key, s),
+            other => {
+                ok = false;
+                let loc = cx.location([Segment::Key(key)]);
+                cx.issues.push(
+                    Issue::new(ErrorKind::StringType, loc, "Input should be a valid string")
+                        .with_input(other),
+                );
+            }
+        }
+    }
+    ok.then_some(out)
+}
+
+/// `dict[str, Model]`: an object whose values each validate as `item`,
+/// reported at their key.
+pub(crate) fn model_map<T>(
+    v: Json,
+    cx: &mut Validation,
+    mut item: impl FnMut(Json, &mut Validation) -> Option<T>,
+) -> Option<Map<T>> {
+    let Json::Object(o) = v else {
+        cx.report(ErrorKind::DictType, "Input should be a valid dictionary", v);
+        return None;
+    };
+    let mut out = Map::with_capacity(o.len());
+    let mut ok = true;
+    for (key, value) in o {
+        let mut sub = Validation {
+            model: cx.model,
+            path: Vec::new(),
+            issues: Vec::new(),
+            omitted: 0,
+        };
+        match item(value, &mut sub) {
+            Some(t) if sub.issues.is_empty() && sub.omitted == 0 => {
+                if ok {
+                    out.push_unique(key, t);
+                }
+            }
+            _ => {
+                ok = false;
+                let prefix = cx.location([Segment::Key(key)]);
+                cx.omitted += sub.omitted;
+                for issue in sub.issues {
+                    cx.push(issue.prefixed(&prefix));
+                }
+            }
+        }
+    }
+    ok.then_some(out)
+}
+
+/// A model that other models embed: its validator, reachable through the
+/// type so that one model's file can validate another's without reaching
+/// into that file (`tests/it/tidy.rs`).
+pub(crate) trait Validate: Sized {
+    /// Validates `v` as this model, reporting at the current location.
+    fn validate(v: Json, cx: &mut Validation) -> Option<Self>;
+
+    /// `Model | None`: `null` is `None`.
+    fn validate_opt(v: Json, cx: &mut Validation) -> Option<Option<Self>> {
+        match v {
+            Json::Null => Some(None),
+            other => Self::validate(other, cx).map(Some),
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------

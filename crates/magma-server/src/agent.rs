@@ -6,7 +6,12 @@ use std::pin::Pin;
 use std::sync::{Arc, PoisonError, RwLock};
 use std::task::Poll;
 
+use magma_protocol::coaching::{
+    CoachingKind, CoachingSessionConfig, SpecializedCoachingRequest, SpecializedCoachingResponse,
+};
 use magma_protocol::{AgentInfo, AgentInput, AgentRequest, Candidate};
+
+use crate::coaching::{CoachError, CoachingContext};
 
 /// What an agent author implements: identity, readiness, and answers.
 ///
@@ -90,6 +95,80 @@ pub trait Agent: Send + Sync + 'static {
             answers.into_iter().collect()
         }
     }
+
+    /// The coaching kinds [`coach`](Agent::coach) handles (GEN's repair
+    /// loop, `POST /v1/coaching`). The default is none: the agent has no
+    /// coach, and `POST /v1/coaching` answers `503`.
+    ///
+    /// The server advertises exactly these in `/v1/info`
+    /// (`specialized_coaching`, and `capabilities.coaching` when there is
+    /// at least one), whatever [`info`](Agent::info) says, and answers a
+    /// request of another kind with `status: "error"`.
+    fn coaching_kinds(&self) -> &[CoachingKind] {
+        &[]
+    }
+
+    /// Whether [`respond`](Agent::respond) applies the correction payloads
+    /// GEN re-injects in `extra_keys.coaching` (at least `replace_say`; see
+    /// [`CoachingPayload`](magma_protocol::coaching::CoachingPayload)).
+    /// The server advertises it as `coaching_resume` in `/v1/info`. The
+    /// default is `false`.
+    fn coaching_resume(&self) -> bool {
+        false
+    }
+
+    /// Accepts a new coaching session (`PUT /v1/coaching/sessions/{run_id}`),
+    /// e.g. by connecting to the LLM backends of `config`. `Err` refuses it:
+    /// the client gets `503` and the error goes to the server log.
+    ///
+    /// Called once per session, only for agents with
+    /// [`coaching_kinds`](Agent::coaching_kinds): the same configuration
+    /// sent again is accepted without asking, a different one is a `409`.
+    /// The default accepts every session.
+    fn open_coaching_session(
+        &self,
+        run_id: &str,
+        config: &CoachingSessionConfig,
+    ) -> impl Future<Output = Result<(), CoachError>> + Send {
+        let _ = (run_id, config);
+        async { Ok(()) }
+    }
+
+    /// Answers a coaching request of a kind in
+    /// [`coaching_kinds`](Agent::coaching_kinds), for the open session
+    /// `context` describes.
+    ///
+    /// The server checks the answer with
+    /// [`validate_request`](SpecializedCoachingResponse::validate_request):
+    /// an `Err`, a panic, an answer that does not match the request or the
+    /// inference timeout all reach the client as `200` with
+    /// `status: "error"` and the reason, as magma-core does. Logs recorded
+    /// with [`CoachingContext::log`] come first in the response's `logs`.
+    /// Coaching requests take an inference slot
+    /// ([`Config::max_concurrent_inferences`](crate::Config::max_concurrent_inferences))
+    /// and run concurrently with each other and with inferences.
+    ///
+    /// The default answers `Err`: implement it together with
+    /// `coaching_kinds`.
+    fn coach(
+        &self,
+        request: &SpecializedCoachingRequest,
+        context: &CoachingContext,
+    ) -> impl Future<Output = Result<SpecializedCoachingResponse, CoachError>> + Send {
+        let _ = (request, context);
+        async { Err("this agent has no coach".into()) }
+    }
+
+    /// Releases a session (`DELETE /v1/coaching/sessions/{run_id}`), after
+    /// its requests in flight have finished. The default does nothing.
+    fn close_coaching_session(
+        &self,
+        run_id: &str,
+        config: &CoachingSessionConfig,
+    ) -> impl Future<Output = ()> + Send {
+        let _ = (run_id, config);
+        async {}
+    }
 }
 
 impl<A: Agent> Agent for Arc<A> {
@@ -113,6 +192,38 @@ impl<A: Agent> Agent for Arc<A> {
         request: &AgentRequest,
     ) -> impl Future<Output = Result<Vec<Vec<Candidate>>, Rejection>> + Send {
         (**self).respond_batch(request)
+    }
+
+    fn coaching_kinds(&self) -> &[CoachingKind] {
+        (**self).coaching_kinds()
+    }
+
+    fn coaching_resume(&self) -> bool {
+        (**self).coaching_resume()
+    }
+
+    fn open_coaching_session(
+        &self,
+        run_id: &str,
+        config: &CoachingSessionConfig,
+    ) -> impl Future<Output = Result<(), CoachError>> + Send {
+        (**self).open_coaching_session(run_id, config)
+    }
+
+    fn coach(
+        &self,
+        request: &SpecializedCoachingRequest,
+        context: &CoachingContext,
+    ) -> impl Future<Output = Result<SpecializedCoachingResponse, CoachError>> + Send {
+        (**self).coach(request, context)
+    }
+
+    fn close_coaching_session(
+        &self,
+        run_id: &str,
+        config: &CoachingSessionConfig,
+    ) -> impl Future<Output = ()> + Send {
+        (**self).close_coaching_session(run_id, config)
     }
 }
 

@@ -2,13 +2,18 @@
 
 use std::time::Duration;
 
+use magma_protocol::coaching::{
+    CoachingKind, CoachingPayload, CoachingProposal, SpecializedCoachingRequest,
+    SpecializedCoachingResponse,
+};
 use magma_protocol::{
     AgentDecision, AgentError, AgentInfo, AgentInput, AgentRequest, Candidate, InstructionType,
-    Json, NonEmptyString, Object, ToolCall,
+    Json, NonEmptyString, Object, ToolCall, json,
 };
 
 use crate::RequestContext;
 use crate::agent::{Agent, Rejection};
+use crate::coaching::{CoachError, CoachingContext};
 
 /// A deterministic agent for trying clients, proxies and deployments without
 /// a model.
@@ -36,9 +41,36 @@ use crate::agent::{Agent, Rejection};
 /// ([`RequestContext::max_response_bytes`]): the demo refuses before it
 /// builds any candidate, instead of building an answer the server would
 /// replace by a `500`.
+///
+/// # Coaching
+///
+/// Unless built [`without_coaching`](DemoAgent::without_coaching), the demo
+/// agent takes part in GEN's repair loop and advertises it in `/v1/info`
+/// (`specialized_coaching: ["failure", "suboptimal", "format"]`,
+/// `coaching_resume: true`, `capabilities.coaching: true`):
+///
+/// - **`coaching_resume`**: an input whose `extra_keys.coaching` is
+///   `{"kind": "replace_say", "text": T}` is answered `say: T`, and one
+///   whose payload is `{"kind": "replace_decision", "decision": D}` is
+///   answered with exactly `D` (its say or its tool calls), without looking
+///   at the instruction; memory as above. Any other payload gives an
+///   `error` candidate with code `invalid_output`, the reason as message
+///   and the input memory unchanged.
+/// - **the coach** (`POST /v1/coaching`) answers `corrected` with one
+///   proposal per reinjection point, each
+///   `{"coaching": {"kind": "replace_say", "text": T}}`, where `T` is, for
+///   `format`, the demo's own well-formed answer to the point's input
+///   (`echo: <content>`), and for `failure` and `suboptimal` the
+///   diagnosis' `expected_decision`, else the stage's `hint`. Without
+///   either it answers `abandoned` with the reason.
+///   `additional_info.delay_ms` (0 to [`MAX_DELAY_MS`](DemoAgent::MAX_DELAY_MS))
+///   waits first, as a slow coach would; another value answers
+///   `status: "error"`. Each answer records one log (`# Demo coach ...`),
+///   returned when the session has `capture_logs: true`.
 #[derive(Debug, Clone)]
 pub struct DemoAgent {
     info: AgentInfo,
+    coaching: bool,
 }
 
 impl DemoAgent {
@@ -47,12 +79,29 @@ impl DemoAgent {
 
     /// The demo agent, `agent_id` `magma-demo-agent`, `agent_version` this
     /// crate's version.
+    /// With coaching (see [Coaching](DemoAgent#coaching)).
     pub fn new() -> Self {
         DemoAgent {
             info: AgentInfo::new("magma-demo-agent", env!("CARGO_PKG_VERSION")),
+            coaching: true,
         }
     }
+
+    /// The same agent without coaching: `/v1/info` advertises none,
+    /// `extra_keys.coaching` is ignored like any other extra key, and
+    /// `POST /v1/coaching` answers `503`.
+    pub fn without_coaching(mut self) -> Self {
+        self.coaching = false;
+        self
+    }
 }
+
+/// The kinds the demo coach handles.
+const KINDS: &[CoachingKind] = &[
+    CoachingKind::Failure,
+    CoachingKind::Suboptimal,
+    CoachingKind::Format,
+];
 
 impl Default for DemoAgent {
     fn default() -> Self {
@@ -71,7 +120,7 @@ impl Agent for DemoAgent {
         if delay > 0 {
             tokio::time::sleep(Duration::from_millis(delay)).await;
         }
-        Ok(answer(input, steps))
+        Ok(answer(input, steps, self.coaching))
     }
 
     /// Every input at once: the inputs are checked first (the first
@@ -97,8 +146,122 @@ impl Agent for DemoAgent {
             .inputs()
             .iter()
             .zip(steps)
-            .map(|(input, steps)| answer(input, steps))
+            .map(|(input, steps)| answer(input, steps, self.coaching))
             .collect())
+    }
+
+    fn coaching_kinds(&self) -> &[CoachingKind] {
+        match self.coaching {
+            true => KINDS,
+            false => &[],
+        }
+    }
+
+    fn coaching_resume(&self) -> bool {
+        self.coaching
+    }
+
+    async fn coach(
+        &self,
+        request: &SpecializedCoachingRequest,
+        context: &CoachingContext,
+    ) -> Result<SpecializedCoachingResponse, CoachError> {
+        let delay = match request.additional_info().get("delay_ms") {
+            None => 0,
+            Some(v) => v
+                .as_number()
+                .and_then(|n| n.as_u64())
+                .filter(|d| *d <= DemoAgent::MAX_DELAY_MS)
+                .ok_or_else(|| {
+                    format!(
+                        "additional_info.delay_ms must be an integer from 0 to {}",
+                        DemoAgent::MAX_DELAY_MS
+                    )
+                })?,
+        };
+        if delay > 0 {
+            tokio::time::sleep(Duration::from_millis(delay)).await;
+        }
+        let response = demo_coach(request)?;
+        context.log(format!(
+            "# Demo coach\n\nKind: {}\nTarget step: {}\nStatus: {}\n",
+            request.kind().as_str(),
+            request.target_step_id(),
+            response.status().as_str()
+        ));
+        Ok(response)
+    }
+}
+
+/// The demo coach's answer to `request` (see [`DemoAgent`]).
+fn demo_coach(
+    request: &SpecializedCoachingRequest,
+) -> Result<SpecializedCoachingResponse, CoachError> {
+    let id = request.request_id();
+    let text = match request.kind() {
+        CoachingKind::Format => None,
+        _ => {
+            let expected = request
+                .diagnosis()
+                .and_then(|d| d.expected_decision.as_deref())
+                .filter(|t| !t.is_empty());
+            let hint = request.stage().hint.as_deref().filter(|t| !t.is_empty());
+            match expected.or(hint) {
+                Some(text) => Some(text.to_owned()),
+                None => {
+                    let reason = format!(
+                        "the demo coach needs a diagnosis with an expected decision or a stage \
+                         hint to correct a `{}` step",
+                        request.kind().as_str()
+                    );
+                    return Ok(SpecializedCoachingResponse::abandoned(id, reason)?);
+                }
+            }
+        }
+    };
+    let mut proposals = Vec::with_capacity(request.reinjection_points().len());
+    for point in request.reinjection_points() {
+        let text = match &text {
+            Some(text) => text.clone(),
+            None => {
+                let input = request.point_input(point);
+                match input {
+                    Some(input) => format!("echo: {}", input.instruction.content),
+                    None => {
+                        let reason =
+                            format!("reinjection point `{}` has no input to answer", point.id());
+                        return Ok(SpecializedCoachingResponse::abandoned(id, reason)?);
+                    }
+                }
+            }
+        };
+        let mut extra_keys = Object::new();
+        extra_keys.insert("coaching", json!({"kind": "replace_say", "text": text}));
+        proposals.push(CoachingProposal::new(point.id(), extra_keys));
+    }
+    if proposals.is_empty() {
+        let reason = "the request has no reinjection point to propose a correction for";
+        return Ok(SpecializedCoachingResponse::abandoned(id, reason)?);
+    }
+    Ok(SpecializedCoachingResponse::corrected(id, proposals)?)
+}
+
+/// The decision an `extra_keys.coaching` payload asks for, or the error
+/// candidate's error for an invalid one.
+fn coached(payload: &Json) -> Result<AgentDecision, AgentError> {
+    match CoachingPayload::from_json(payload) {
+        Ok(CoachingPayload::ReplaceSay(say)) => Ok(AgentDecision::say(say.text.as_str())),
+        Ok(CoachingPayload::ReplaceDecision(decision)) => Ok(decision),
+        // A payload kind this crate does not know yet.
+        Ok(other) => Err(AgentError::new(
+            "invalid_output",
+            format!(
+                "unsupported coaching payload {}",
+                Json::Object(other.to_object())
+            ),
+        )
+        .with_component("demo")),
+        Err(e) => Err(AgentError::new("invalid_output", e.to_string()).with_component("demo")),
     }
 }
 
@@ -137,10 +300,20 @@ fn checked(input: &AgentInput) -> Result<(u64, u64), Rejection> {
 }
 
 /// The candidates for `input`, whose memory counts `steps` so far.
-fn answer(input: &AgentInput, steps: u64) -> Vec<Candidate> {
+fn answer(input: &AgentInput, steps: u64, resume: bool) -> Vec<Candidate> {
     let n = input.num_outputs.get();
     let content = &input.instruction.content;
-    let candidate = if content == "__error__" {
+    let payload = resume.then(|| input.extra_keys.get("coaching")).flatten();
+    let candidate = if let Some(payload) = payload {
+        match coached(payload) {
+            Ok(decision) => {
+                let mut memory = input.memory.clone();
+                memory.insert("steps", Json::from(steps + 1));
+                Candidate::new(memory, decision)
+            }
+            Err(error) => Candidate::new(input.memory.clone(), error),
+        }
+    } else if content == "__error__" {
         let error = AgentError::new("demo_error", "the instruction asked for an error")
             .with_component("demo");
         Candidate::new(input.memory.clone(), error)

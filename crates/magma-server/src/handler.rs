@@ -20,6 +20,7 @@ use tokio::sync::Semaphore;
 use tracing::Instrument;
 
 use crate::agent::{Agent, Readiness};
+use crate::coaching::Sessions;
 use crate::config::Config;
 use crate::context::RequestContext;
 use crate::forwarded::{TrustedProxy, client_ip};
@@ -39,6 +40,8 @@ pub(crate) struct Shared<A> {
     pub(crate) max_response_bytes: u64,
     pub(crate) inference_timeout: Option<Duration>,
     pub(crate) inferences: Semaphore,
+    /// The open coaching sessions.
+    pub(crate) sessions: Sessions,
     trusted_proxies: Vec<TrustedProxy>,
     /// The OpenAPI document served on `GET {prefix}/openapi.json`.
     openapi: Bytes,
@@ -63,7 +66,7 @@ fn openapi_document(prefix: Option<&str>) -> Bytes {
 
 impl<A> Shared<A> {
     /// Counts an inference that was not answered `200`.
-    fn failed(&self, failure: Failure) {
+    pub(crate) fn failed(&self, failure: Failure) {
         #[cfg(feature = "metrics")]
         if let Some(m) = &self.metrics {
             m.failure(failure);
@@ -91,6 +94,7 @@ impl<A> Shared<A> {
             max_response_bytes: config.max_response_bytes,
             inference_timeout: config.inference_timeout,
             inferences: Semaphore::new(config.max_concurrent_inferences),
+            sessions: Sessions::default(),
             trusted_proxies: config.trusted_proxies.clone(),
         }
     }
@@ -108,6 +112,10 @@ pub(crate) enum Route {
     Responses,
     OpenApi,
     Metrics,
+    /// `/v1/coaching/sessions/{run_id}`.
+    CoachingSession,
+    /// `/v1/coaching`.
+    Coaching,
     /// No route: a `404`.
     Unmatched,
 }
@@ -115,7 +123,7 @@ pub(crate) enum Route {
 impl Route {
     /// How many there are.
     #[cfg(feature = "metrics")]
-    pub(crate) const COUNT: usize = 6;
+    pub(crate) const COUNT: usize = 8;
 }
 
 /// Why an inference was not answered `200`.
@@ -140,7 +148,7 @@ impl Failure {
 }
 
 /// An answer plus what the access log needs.
-struct Reply {
+pub(crate) struct Reply {
     response: Response<Full<Bytes>>,
     #[cfg_attr(
         not(feature = "metrics"),
@@ -154,7 +162,7 @@ struct Reply {
 }
 
 impl Reply {
-    fn new(response: Response<Full<Bytes>>) -> Reply {
+    pub(crate) fn new(response: Response<Full<Bytes>>) -> Reply {
         Reply {
             response,
             route: Route::Unmatched,
@@ -168,22 +176,25 @@ impl Reply {
         self
     }
 
-    fn closing(mut self) -> Reply {
+    pub(crate) fn closing(mut self) -> Reply {
         self.close = true;
         self
     }
 }
 
-const JSON: HeaderValue = HeaderValue::from_static("application/json");
+/// The coaching sessions' path, up to the run id.
+const SESSIONS: &str = "/v1/coaching/sessions/";
+
+pub(crate) const JSON: HeaderValue = HeaderValue::from_static("application/json");
 const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 /// Longest request id written to logs and headers; longer ones are cut.
 const MAX_LOGGED_ID: usize = 128;
 
-fn json_response(status: StatusCode, body: String) -> Response<Full<Bytes>> {
+pub(crate) fn json_response(status: StatusCode, body: String) -> Response<Full<Bytes>> {
     bytes_response(status, Bytes::from(body))
 }
 
-fn bytes_response(status: StatusCode, body: Bytes) -> Response<Full<Bytes>> {
+pub(crate) fn bytes_response(status: StatusCode, body: Bytes) -> Response<Full<Bytes>> {
     let mut r = Response::new(Full::new(body));
     *r.status_mut() = status;
     r.headers_mut().insert(CONTENT_TYPE, JSON);
@@ -191,7 +202,7 @@ fn bytes_response(status: StatusCode, body: Bytes) -> Response<Full<Bytes>> {
 }
 
 /// `{"detail": "<message>"}` with `status`.
-fn detail(status: StatusCode, message: &str) -> Response<Full<Bytes>> {
+pub(crate) fn detail(status: StatusCode, message: &str) -> Response<Full<Bytes>> {
     json_response(status, json!({ "detail": message }).to_json_string())
 }
 
@@ -260,18 +271,18 @@ where
 }
 
 /// A request's ids and span, as the handler fills them in.
-struct Ids {
+pub(crate) struct Ids {
     /// The body's `request_id`, once parsed.
-    body: OnceLock<String>,
+    pub(crate) body: OnceLock<String>,
     /// An accepted incoming `X-Request-Id`.
-    header: Option<String>,
+    pub(crate) header: Option<String>,
     /// The client's address, as far as the server knows it.
-    client: Option<IpAddr>,
-    span: tracing::Span,
+    pub(crate) client: Option<IpAddr>,
+    pub(crate) span: tracing::Span,
 }
 
 impl Ids {
-    fn set_body(&self, id: &str) {
+    pub(crate) fn set_body(&self, id: &str) {
         let _ = self.body.set(id.to_owned());
         self.span.record("request_id", id);
     }
@@ -368,7 +379,7 @@ impl Drop for Access {
     }
 }
 
-fn internal_error() -> Response<Full<Bytes>> {
+pub(crate) fn internal_error() -> Response<Full<Bytes>> {
     detail(
         StatusCode::INTERNAL_SERVER_ERROR,
         "Internal Server Error: the agent failed unexpectedly; see the server log",
@@ -396,6 +407,13 @@ where
             .filter(|rest| rest.starts_with('/')),
     };
     let (route, allow) = match path {
+        Some(p)
+            if p.strip_prefix(SESSIONS)
+                .is_some_and(|id| !id.is_empty() && !id.contains('/')) =>
+        {
+            (Route::CoachingSession, "PUT, DELETE")
+        }
+        Some("/v1/coaching") => (Route::Coaching, "POST"),
         Some("/health") => (Route::Health, "GET, HEAD"),
         Some("/v1/info") => (Route::Info, "GET, HEAD"),
         Some("/v1/responses") => (Route::Responses, "POST"),
@@ -414,8 +432,17 @@ where
         (Route::Health, &Method::GET) => Reply::new(health(&shared.agent)),
         (Route::Info, &Method::GET) => Reply::new(json_response(
             StatusCode::OK,
-            shared.agent.info().to_json_string(),
+            crate::coaching_routes::advertised(&shared.agent).to_json_string(),
         )),
+        (Route::CoachingSession, &Method::PUT | &Method::DELETE) => {
+            // The prefix matched above: the segment follows it.
+            let segment = path.and_then(|p| p.strip_prefix(SESSIONS)).unwrap_or("");
+            let segment = segment.to_owned();
+            crate::coaching_routes::session(shared, req, &segment).await
+        }
+        (Route::Coaching, &Method::POST) => {
+            crate::coaching_routes::coaching(shared, req, ids).await
+        }
         (Route::Responses, &Method::POST) => responses(shared, req, ids).await,
         (Route::OpenApi, &Method::GET) => {
             let mut r = Response::new(Full::new(shared.openapi.clone()));
@@ -491,7 +518,7 @@ pub(crate) fn content_type_is_json(headers: &HeaderMap) -> bool {
     }
 }
 
-enum BodyError {
+pub(crate) enum BodyError {
     TooLarge,
     TimedOut,
     Read,
@@ -501,7 +528,7 @@ enum BodyError {
 /// when the first poll does not finish `fut`: a body that arrived with its
 /// head, or an agent that answers at once, costs a clock read instead of a
 /// timer entry. `Err(())` when the limit passed.
-async fn within<F: Future>(limit: Duration, fut: F) -> Result<F::Output, ()> {
+pub(crate) async fn within<F: Future>(limit: Duration, fut: F) -> Result<F::Output, ()> {
     // `None`: a limit past any representable instant, which never comes.
     let deadline = tokio::time::Instant::now().checked_add(limit);
     let mut fut = std::pin::pin!(fut);
@@ -515,7 +542,7 @@ async fn within<F: Future>(limit: Duration, fut: F) -> Result<F::Output, ()> {
     }
 }
 
-async fn read_body<B>(body: B, limit: u64, timeout: Duration) -> Result<Bytes, BodyError>
+pub(crate) async fn read_body<B>(body: B, limit: u64, timeout: Duration) -> Result<Bytes, BodyError>
 where
     B: Body<Data = Bytes>,
     B::Error: Into<BoxError>,
@@ -529,7 +556,7 @@ where
     }
 }
 
-fn too_large(limit: u64) -> Reply {
+pub(crate) fn too_large(limit: u64) -> Reply {
     Reply::new(detail(
         StatusCode::PAYLOAD_TOO_LARGE,
         &format!("Request body is larger than the server's limit of {limit} bytes"),
@@ -538,7 +565,7 @@ fn too_large(limit: u64) -> Reply {
 }
 
 /// FastAPI's answer to an empty body: the body is a required field.
-fn missing_body() -> Response<Full<Bytes>> {
+pub(crate) fn missing_body() -> Response<Full<Bytes>> {
     let body = json!({"detail": [{
         "type": "missing",
         "loc": ["body"],
@@ -548,44 +575,58 @@ fn missing_body() -> Response<Full<Bytes>> {
     json_response(StatusCode::UNPROCESSABLE_ENTITY, body.to_json_string())
 }
 
+/// The body of a request that must carry JSON: checked for its content
+/// type, read within the size and time limits, not empty; or the answer.
+pub(crate) async fn json_body<A, B>(shared: &Shared<A>, req: Request<B>) -> Result<Bytes, Reply>
+where
+    B: Body<Data = Bytes>,
+    B::Error: Into<BoxError>,
+{
+    if !content_type_is_json(req.headers()) {
+        return Err(Reply::new(detail(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "Unsupported Media Type: the body must be application/json",
+        ))
+        .closing());
+    }
+    let limit = shared.max_body_bytes;
+    if req.body().size_hint().lower() > limit {
+        return Err(too_large(limit));
+    }
+    let bytes = match read_body(req.into_body(), limit, shared.body_timeout).await {
+        Ok(bytes) => bytes,
+        Err(BodyError::TooLarge) => return Err(too_large(limit)),
+        Err(BodyError::TimedOut) => {
+            return Err(Reply::new(detail(
+                StatusCode::REQUEST_TIMEOUT,
+                "Request Timeout: the request body did not arrive in time",
+            ))
+            .closing());
+        }
+        Err(BodyError::Read) => {
+            return Err(Reply::new(detail(
+                StatusCode::BAD_REQUEST,
+                "Bad Request: the request body could not be read",
+            ))
+            .closing());
+        }
+    };
+    if bytes.is_empty() {
+        return Err(Reply::new(missing_body()));
+    }
+    Ok(bytes)
+}
+
 async fn responses<A, B>(shared: &Shared<A>, req: Request<B>, ids: &Ids) -> Reply
 where
     A: Agent,
     B: Body<Data = Bytes>,
     B::Error: Into<BoxError>,
 {
-    if !content_type_is_json(req.headers()) {
-        return Reply::new(detail(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "Unsupported Media Type: the body must be application/json",
-        ))
-        .closing();
-    }
-    let limit = shared.max_body_bytes;
-    if req.body().size_hint().lower() > limit {
-        return too_large(limit);
-    }
-    let bytes = match read_body(req.into_body(), limit, shared.body_timeout).await {
+    let bytes = match json_body(shared, req).await {
         Ok(bytes) => bytes,
-        Err(BodyError::TooLarge) => return too_large(limit),
-        Err(BodyError::TimedOut) => {
-            return Reply::new(detail(
-                StatusCode::REQUEST_TIMEOUT,
-                "Request Timeout: the request body did not arrive in time",
-            ))
-            .closing();
-        }
-        Err(BodyError::Read) => {
-            return Reply::new(detail(
-                StatusCode::BAD_REQUEST,
-                "Bad Request: the request body could not be read",
-            ))
-            .closing();
-        }
+        Err(reply) => return reply,
     };
-    if bytes.is_empty() {
-        return Reply::new(missing_body());
-    }
     let request = match limits::parse_body(bytes, AgentRequest::from_slice).await {
         Some(Ok(request)) => request,
         Some(Err(e)) => {
@@ -754,7 +795,7 @@ fn request_id_header(id: &str) -> HeaderValue {
 }
 
 /// Cuts an id to [`MAX_LOGGED_ID`] characters.
-fn truncate(mut id: String) -> String {
+pub(crate) fn truncate(mut id: String) -> String {
     // No more bytes than the limit: no more characters either.
     if id.len() <= MAX_LOGGED_ID {
         return id;

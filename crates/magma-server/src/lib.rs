@@ -10,6 +10,8 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod agent;
+mod coaching;
+mod coaching_routes;
 mod config;
 mod context;
 pub mod demo;
@@ -31,6 +33,7 @@ pub mod cli;
 mod tls;
 
 pub use agent::{Agent, Readiness, ReadyFlag, Rejection};
+pub use coaching::{CoachError, CoachingContext};
 pub use config::Config;
 pub use context::RequestContext;
 pub use error::Error;

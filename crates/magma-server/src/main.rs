@@ -11,12 +11,19 @@ use magma_server::demo::DemoAgent;
 /// `user` instructions are echoed; `env` instructions with tools and
 /// `attributes.known_robots` call the first tool on the first robot; memory comes back with
 /// every key kept plus a `steps` counter; content `__error__` gives an error candidate;
-/// `extra_keys.delay_ms` (0 to 60000) imitates model latency.
+/// `extra_keys.delay_ms` (0 to 60000) imitates model latency. Coaching is on unless
+/// `--no-coaching`: `extra_keys.coaching` payloads (`replace_say`, `replace_decision`) are
+/// applied, and a demo coach answers `failure`, `suboptimal` and `format` requests on
+/// `/v1/coaching` (`additional_info.delay_ms` imitates a slow coach).
 #[derive(Debug, clap::Parser)]
 #[command(name = "magma-server", after_help = magma_server::cli::AFTER_HELP)]
 struct Cli {
     #[command(flatten)]
     server: ServerArgs,
+    /// Serve the demo agent without coaching: `/v1/info` advertises none, `extra_keys.coaching`
+    /// is ignored and `POST /v1/coaching` answers 503.
+    #[arg(env = "MAGMA_SERVER_NO_COACHING", long)]
+    no_coaching: bool,
 }
 
 /// With the `mimalloc` feature: the request path allocates many small
@@ -30,5 +37,9 @@ fn main() -> ExitCode {
     // `--version` says which features this build has (TLS, allocator).
     let command = Cli::command().version(version_string(env!("CARGO_PKG_VERSION")));
     let cli = Cli::from_arg_matches(&command.get_matches()).unwrap_or_else(|e| e.exit());
-    run_with(DemoAgent::new(), cli.server)
+    let agent = match cli.no_coaching {
+        true => DemoAgent::new().without_coaching(),
+        false => DemoAgent::new(),
+    };
+    run_with(agent, cli.server)
 }

@@ -22,6 +22,8 @@ fn route_label(route: Route) -> &'static str {
         Route::Responses => "/v1/responses",
         Route::OpenApi => "/openapi.json",
         Route::Metrics => "/metrics",
+        Route::CoachingSession => "/v1/coaching/sessions/{run_id}",
+        Route::Coaching => "/v1/coaching",
         Route::Unmatched => "unmatched",
     }
 }
@@ -147,6 +149,8 @@ impl Metrics {
             Route::Responses,
             Route::OpenApi,
             Route::Metrics,
+            Route::CoachingSession,
+            Route::Coaching,
             Route::Unmatched,
         ];
         const FAILURES_: [Failure; Failure::COUNT] = [

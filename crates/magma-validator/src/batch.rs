@@ -3,6 +3,10 @@
 use std::borrow::Cow;
 use std::io::{self, BufRead, Write};
 
+use magma_protocol::coaching::{
+    CoachingSessionConfig, InternalStep, ReplaceSay, SpecializedCoachingRequest,
+    SpecializedCoachingResponse,
+};
 use magma_protocol::{
     AgentHealth, AgentInfo, AgentRequest, AgentResponse, ErrorKind, ExchangeError, Issue, Segment,
 };
@@ -66,13 +70,37 @@ fn first_reason(e: &magma_protocol::Error) -> String {
 
 /// The verdict on one case, exactly as magma-protocol gives it. `kind` is
 /// `request`, `response`, `info`, `health` or `exchange` (which needs
-/// `request`).
+/// `request`), or one of the coaching documents: `coaching_request`,
+/// `coaching_response`, `coaching_session`, `internal_step`, `replace_say`
+/// and `coaching_exchange` (a reply with the `request` it answers; reason
+/// `coaching_mismatch` when `validate_request` fails).
 pub fn verdict(kind: &str, doc: &[u8], request: Option<&[u8]>) -> Verdict {
     let result = match kind {
         "request" => AgentRequest::from_slice(doc).map(drop),
         "response" => AgentResponse::from_slice(doc).map(drop),
         "info" => AgentInfo::from_slice(doc).map(drop),
         "health" => AgentHealth::from_slice(doc).map(drop),
+        "coaching_request" => SpecializedCoachingRequest::from_slice(doc).map(drop),
+        "coaching_response" => SpecializedCoachingResponse::from_slice(doc).map(drop),
+        "coaching_session" => CoachingSessionConfig::from_slice(doc).map(drop),
+        "internal_step" => InternalStep::from_slice(doc).map(drop),
+        "replace_say" => ReplaceSay::from_slice(doc).map(drop),
+        "coaching_exchange" => {
+            let Some(request) = request else {
+                return Verdict::reject("invalid_line:missing_request");
+            };
+            let request = match SpecializedCoachingRequest::from_slice(request) {
+                Ok(r) => r,
+                Err(e) => return Verdict::reject(format!("request:{}", first_reason(&e))),
+            };
+            return match SpecializedCoachingResponse::from_slice(doc) {
+                Ok(reply) => match reply.validate_request(&request) {
+                    Ok(()) => Verdict::ok(),
+                    Err(_) => Verdict::reject(ErrorKind::CoachingMismatch.as_str()),
+                },
+                Err(e) => Verdict::reject(first_reason(&e)),
+            };
+        }
         "exchange" => {
             let Some(request) = request else {
                 return Verdict::reject("invalid_line:missing_request");

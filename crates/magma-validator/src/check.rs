@@ -3,13 +3,21 @@
 use std::fmt;
 use std::str::FromStr;
 
+use magma_protocol::coaching::{
+    CoachingSessionConfig, InternalStep, ReplaceSay, SpecializedCoachingRequest,
+    SpecializedCoachingResponse,
+};
 use magma_protocol::{AgentHealth, AgentInfo, AgentRequest, AgentResponse, ErrorKind, Issue};
 
-use crate::explain::{MISMATCH_FIX, MISMATCH_IMPACT, fix_for, invalid_document_impact};
+use crate::explain::{
+    COACHING_MISMATCH_FIX, COACHING_MISMATCH_IMPACT, MISMATCH_FIX, MISMATCH_IMPACT, fix_for,
+    invalid_document_impact,
+};
 use crate::lint;
 use crate::report::{Finding, Report, shorten};
 
-/// The four documents of the contract.
+/// The documents of the contract: the four of inference, then those of the
+/// coaching extension.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum DocumentKind {
     /// A `POST /v1/responses` body (`AgentRequest`).
@@ -20,16 +28,46 @@ pub enum DocumentKind {
     Info,
     /// A `GET /health` answer (`AgentHealth`).
     Health,
+    /// A `POST /v1/coaching` body (`SpecializedCoachingRequest`).
+    CoachingRequest,
+    /// Its answer (`SpecializedCoachingResponse`).
+    CoachingResponse,
+    /// A `PUT /v1/coaching/sessions/{run_id}` body (`CoachingSessionConfig`).
+    CoachingSession,
+    /// One record of a candidate's `internal_steps` (`InternalStep`).
+    InternalStep,
+    /// The `extra_keys` of a `replace_say` proposal (`ReplaceSay`).
+    ReplaceSay,
 }
 
 impl DocumentKind {
-    /// `request`, `response`, `info` or `health`.
+    /// Every kind, in documentation order.
+    pub const ALL: [DocumentKind; 9] = [
+        DocumentKind::Request,
+        DocumentKind::Response,
+        DocumentKind::Info,
+        DocumentKind::Health,
+        DocumentKind::CoachingRequest,
+        DocumentKind::CoachingResponse,
+        DocumentKind::CoachingSession,
+        DocumentKind::InternalStep,
+        DocumentKind::ReplaceSay,
+    ];
+
+    /// `request`, `response`, `info`, `health`, `coaching_request`,
+    /// `coaching_response`, `coaching_session`, `internal_step` or
+    /// `replace_say` (the kinds of `batch` too).
     pub fn as_str(self) -> &'static str {
         match self {
             DocumentKind::Request => "request",
             DocumentKind::Response => "response",
             DocumentKind::Info => "info",
             DocumentKind::Health => "health",
+            DocumentKind::CoachingRequest => "coaching_request",
+            DocumentKind::CoachingResponse => "coaching_response",
+            DocumentKind::CoachingSession => "coaching_session",
+            DocumentKind::InternalStep => "internal_step",
+            DocumentKind::ReplaceSay => "replace_say",
         }
     }
 }
@@ -42,19 +80,21 @@ impl fmt::Display for DocumentKind {
 
 /// A name that is not a [`DocumentKind`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown document kind {0:?}: expected request, response, info or health")]
+#[error(
+    "unknown document kind {0:?}: expected request, response, info, health, \
+     coaching_request, coaching_response, coaching_session, internal_step or replace_say"
+)]
 pub struct UnknownKind(pub String);
 
 impl FromStr for DocumentKind {
     type Err = UnknownKind;
+    /// The name of [`as_str`](DocumentKind::as_str); `-` may stand for `_`.
     fn from_str(s: &str) -> Result<Self, UnknownKind> {
-        match s {
-            "request" => Ok(DocumentKind::Request),
-            "response" => Ok(DocumentKind::Response),
-            "info" => Ok(DocumentKind::Info),
-            "health" => Ok(DocumentKind::Health),
-            other => Err(UnknownKind(other.to_owned())),
-        }
+        let name = s.replace('-', "_");
+        DocumentKind::ALL
+            .into_iter()
+            .find(|k| k.as_str() == name)
+            .ok_or_else(|| UnknownKind(s.to_owned()))
     }
 }
 
@@ -146,6 +186,34 @@ pub fn check_document(kind: DocumentKind, bytes: &[u8]) -> Report {
             Ok(_) => {}
             Err(e) => report.findings.extend(issue_findings(kind, &e)),
         },
+        DocumentKind::CoachingRequest => {
+            if let Err(e) = SpecializedCoachingRequest::from_slice(bytes) {
+                report.findings.extend(issue_findings(kind, &e));
+            }
+        }
+        DocumentKind::CoachingResponse => match SpecializedCoachingResponse::from_slice(bytes) {
+            Ok(_) => report.notes.push(
+                "whether the reply answers its request (request_id, reinjection point ids) \
+                 needs the request: give it with --request (or use `exchange --coaching`)"
+                    .to_owned(),
+            ),
+            Err(e) => report.findings.extend(issue_findings(kind, &e)),
+        },
+        DocumentKind::CoachingSession => {
+            if let Err(e) = CoachingSessionConfig::from_slice(bytes) {
+                report.findings.extend(issue_findings(kind, &e));
+            }
+        }
+        DocumentKind::InternalStep => {
+            if let Err(e) = InternalStep::from_slice(bytes) {
+                report.findings.extend(issue_findings(kind, &e));
+            }
+        }
+        DocumentKind::ReplaceSay => {
+            if let Err(e) = ReplaceSay::from_slice(bytes) {
+                report.findings.extend(issue_findings(kind, &e));
+            }
+        }
     }
     report.findings.extend(lint::duplicate_keys(doc, bytes));
     report.sort();
@@ -217,4 +285,78 @@ pub(crate) fn mismatch_finding(m: &magma_protocol::CandidateMismatch) -> Finding
     )
     .with_impact(MISMATCH_IMPACT)
     .with_fix(MISMATCH_FIX)
+}
+
+/// Checks a coaching request and its reply together: both documents, then
+/// the reference's `validate_request` (the reply echoes the request's
+/// `request_id`, and every proposal names one of its reinjection points).
+///
+/// ```
+/// use magma_validator::check_coaching_exchange;
+///
+/// let request = br#"{"run_id": "run", "request_id": "r1", "kind": "format",
+///     "stage": {"id": 0, "goal": "g"}, "target_step_id": 1,
+///     "trajectory": [{"id": 1, "input": {"id": 0, "instruction": {"type": "user", "content": "hi"}}}],
+///     "reinjection_points": [{"id": "p1", "input_step_id": 1}]}"#;
+/// let reply = br#"{"request_id": "r1", "status": "corrected",
+///     "proposals": [{"reinjection_point_id": "p2", "extra_keys": {}}]}"#;
+/// let report = check_coaching_exchange(request, reply);
+/// let mismatch = report.errors().next().unwrap();
+/// assert_eq!(mismatch.code, "coaching_mismatch");
+/// assert_eq!(mismatch.location, "proposals[0].reinjection_point_id");
+/// ```
+pub fn check_coaching_exchange(request: &[u8], response: &[u8]) -> Report {
+    let mut report = Report::new("exchange");
+    let req = SpecializedCoachingRequest::from_slice(request);
+    let resp = SpecializedCoachingResponse::from_slice(response);
+    if let Err(e) = &req {
+        report
+            .findings
+            .extend(issue_findings(DocumentKind::CoachingRequest, e));
+    }
+    if let Err(e) = &resp {
+        report
+            .findings
+            .extend(issue_findings(DocumentKind::CoachingResponse, e));
+    }
+    match (&req, &resp) {
+        (Ok(req), Ok(resp)) => {
+            if let Err(e) = resp.validate_request(req) {
+                report.findings.extend(coaching_mismatch_findings(&e));
+            }
+        }
+        (Err(_), Ok(_)) => report.notes.push(
+            "the request is invalid: whether the reply answers it was not checked".to_owned(),
+        ),
+        (_, Err(_)) => {}
+    }
+    report
+        .findings
+        .extend(lint::duplicate_keys("request", request));
+    report
+        .findings
+        .extend(lint::duplicate_keys("response", response));
+    report.sort();
+    report
+}
+
+/// The findings of a failed `SpecializedCoachingResponse::validate_request`.
+pub(crate) fn coaching_mismatch_findings(e: &magma_protocol::Error) -> Vec<Finding> {
+    e.issues()
+        .iter()
+        .map(|issue| {
+            let mut finding = Finding::error(
+                "exchange",
+                ErrorKind::CoachingMismatch.as_str(),
+                issue.location().to_string(),
+                issue.message().to_owned(),
+            )
+            .with_impact(COACHING_MISMATCH_IMPACT)
+            .with_fix(COACHING_MISMATCH_FIX);
+            if let Some(input) = issue.input() {
+                finding = finding.with_input(shorten(&input.to_json_string(), 120));
+            }
+            finding
+        })
+        .collect()
 }

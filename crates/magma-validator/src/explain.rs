@@ -28,8 +28,39 @@ pub(crate) fn invalid_document_impact(kind: DocumentKind) -> &'static str {
             "BENCH validates GET /health as AgentHealth at start-up and aborts on any \
              error; GEN does not call /health"
         }
+        DocumentKind::CoachingRequest => {
+            "GEN builds its coaching requests from these models and never sends such a \
+             request; a conforming agent answers it with 422"
+        }
+        DocumentKind::CoachingResponse => {
+            "GEN validates every POST /v1/coaching answer with \
+             SpecializedCoachingResponse: the repair of that node fails and no proposal is \
+             re-injected (GEN logs the error; the run goes on)"
+        }
+        DocumentKind::CoachingSession => {
+            "GEN never sends such a session config; a conforming agent answers the PUT with \
+             422 (an agent that accepts it may start a session GEN could not have opened)"
+        }
+        DocumentKind::InternalStep => {
+            "the inference wire does not check internal_steps, but exporters read them as \
+             InternalStep: the record is dropped or the export fails"
+        }
+        DocumentKind::ReplaceSay => {
+            "an agent with coaching_resume applies replace_say from extra_keys.coaching; \
+             an invalid payload cannot be applied (the agent should answer an \
+             invalid_output error candidate)"
+        }
     }
 }
+
+/// What a coaching reply that does not answer its request does.
+pub(crate) const COACHING_MISMATCH_IMPACT: &str = "GEN runs validate_request on every \
+     POST /v1/coaching answer: the repair of that node fails and no proposal is \
+     re-injected (magma-core's own routes turn such a reply into status \"error\")";
+
+/// How to fix a coaching reply that does not answer its request.
+pub(crate) const COACHING_MISMATCH_FIX: &str = "echo the request's request_id unchanged and \
+     name only ids of the request's reinjection_points in reinjection_point_id";
 
 /// What a candidate sequence that does not match the request does.
 pub(crate) const MISMATCH_IMPACT: &str = "BENCH and GEN run validate_request on every \
@@ -62,11 +93,15 @@ pub(crate) fn fix_for(kind: ErrorKind) -> &'static str {
         ErrorKind::BoolType => "send true or false, not 1, 0 or a string",
         ErrorKind::LiteralError => {
             "use an allowed value: instruction type \"user\" or \"env\", status \
-             \"completed\" or \"error\", health status \"ready\""
+             \"completed\" or \"error\", health status \"ready\"; coaching kind \
+             \"failure\", \"suboptimal\" or \"format\", coaching status \"corrected\", \
+             \"abandoned\" or \"error\", internal step origin \"model\" or \"coaching\""
         }
         ErrorKind::StringTooShort => "send at least one character",
-        ErrorKind::GreaterThan => "num_outputs must be at least 1",
-        ErrorKind::GreaterThanEqual => "candidate_index counts from 0",
+        ErrorKind::GreaterThan => {
+            "num_outputs must be at least 1; a backend timeout must be greater than 0"
+        }
+        ErrorKind::GreaterThanEqual => "candidate_index and max_retry count from 0",
         ErrorKind::FiniteNumber => {
             "NaN and Infinity are not JSON: send finite numbers (Python: \
              json.dumps(..., allow_nan=False))"
@@ -76,12 +111,22 @@ pub(crate) fn fix_for(kind: ErrorKind) -> &'static str {
         }
         ErrorKind::ValueError => {
             "a completed candidate needs output and no error, an error candidate needs \
-             error and no output; input ids must be unique within a request"
+             error and no output; input ids must be unique within a request; in \
+             coaching: unique step and point ids, the target step in the trajectory, \
+             known input_step_ids, exactly one of input and input_step_id per point, at \
+             least one backend, proposals for corrected and a non-empty reason and no \
+             proposals otherwise"
         }
         ErrorKind::IntOutOfRange => {
             "typed integers (ids, indices, num_outputs) must fit in 64 bits"
         }
         ErrorKind::CandidatesMismatch => MISMATCH_FIX,
+        ErrorKind::CoachingMismatch => COACHING_MISMATCH_FIX,
+        ErrorKind::FloatType => "send a JSON number (30 or 30.0), not a string or a boolean",
+        ErrorKind::StringPatternMismatch => {
+            "match the pattern in the message (a coaching_type is lowercase ASCII letters, \
+             digits and _, starting with a letter, nothing after it)"
+        }
         _ => "make the document match the protocol 2.0 models",
     }
 }

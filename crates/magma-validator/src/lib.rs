@@ -12,7 +12,10 @@ pub mod render;
 mod report;
 
 pub use batch::{BatchStats, Verdict, line_verdict, reason_of, run_batch, verdict};
-pub use check::{DocumentKind, UnknownKind, check_document, check_exchange, issue_findings};
+pub use check::{
+    DocumentKind, UnknownKind, check_coaching_exchange, check_document, check_exchange,
+    issue_findings,
+};
 pub use dupkeys::{
     DuplicateKey, DuplicateScan, MAX_DEPTH as DUPLICATE_SCAN_MAX_DEPTH, find_duplicate_keys,
 };

@@ -10,7 +10,9 @@ use std::time::Duration;
 use clap::{Parser, Subcommand, ValueEnum};
 use magma_validator::probe::{self, ProbeConfig, ProbeReport, Progress};
 use magma_validator::render::{self, Format};
-use magma_validator::{DocumentKind, Report, check_document, check_exchange, run_batch};
+use magma_validator::{
+    DocumentKind, Report, check_coaching_exchange, check_document, check_exchange, run_batch,
+};
 
 const AFTER_HELP: &str = "\
 Exit status: 0 conformant (warnings allowed), 1 findings (a contract error or a failed
@@ -36,7 +38,8 @@ enum Command {
         #[arg(long, value_enum)]
         kind: Kind,
         /// With --kind response: the request it answers, for the candidate sequence and the
-        /// lints that need it (unknown tool or robot, memory_list dropped)
+        /// lints that need it (unknown tool or robot, memory_list dropped); with --kind
+        /// coaching_response: the coaching request it answers (validate_request)
         #[arg(long, value_name = "FILE")]
         request: Option<PathBuf>,
         /// Output format
@@ -55,6 +58,10 @@ enum Command {
         /// The response, or - for standard input
         #[arg(long, value_name = "FILE")]
         response: PathBuf,
+        /// The pair is a coaching request (POST /v1/coaching body) and its reply: both
+        /// documents, then whether the reply answers the request (validate_request)
+        #[arg(long)]
+        coaching: bool,
         /// Output format
         #[arg(long, value_enum, default_value_t = FormatArg::Human)]
         format: FormatArg,
@@ -132,12 +139,23 @@ fn header_arg(s: &str) -> Result<(String, String), String> {
     Ok((name.trim().to_owned(), value.trim().to_owned()))
 }
 
-#[derive(Debug, Clone, Copy, ValueEnum)]
+/// The names are those of `batch` (`coaching_request`); `-` works for `_` too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Kind {
     Request,
     Response,
     Info,
     Health,
+    #[value(name = "coaching_request", alias = "coaching-request")]
+    CoachingRequest,
+    #[value(name = "coaching_response", alias = "coaching-response")]
+    CoachingResponse,
+    #[value(name = "coaching_session", alias = "coaching-session")]
+    CoachingSession,
+    #[value(name = "internal_step", alias = "internal-step")]
+    InternalStep,
+    #[value(name = "replace_say", alias = "replace-say")]
+    ReplaceSay,
 }
 
 impl From<Kind> for DocumentKind {
@@ -147,6 +165,11 @@ impl From<Kind> for DocumentKind {
             Kind::Response => DocumentKind::Response,
             Kind::Info => DocumentKind::Info,
             Kind::Health => DocumentKind::Health,
+            Kind::CoachingRequest => DocumentKind::CoachingRequest,
+            Kind::CoachingResponse => DocumentKind::CoachingResponse,
+            Kind::CoachingSession => DocumentKind::CoachingSession,
+            Kind::InternalStep => DocumentKind::InternalStep,
+            Kind::ReplaceSay => DocumentKind::ReplaceSay,
         }
     }
 }
@@ -228,8 +251,13 @@ fn run(cli: Cli) -> Result<u8, Fatal> {
         } => {
             let kind = DocumentKind::from(kind);
             if let Some(req_path) = &request {
-                if kind != DocumentKind::Response {
-                    return Err(Fatal("--request goes with --kind response only".to_owned()));
+                if !matches!(
+                    kind,
+                    DocumentKind::Response | DocumentKind::CoachingResponse
+                ) {
+                    return Err(Fatal(
+                        "--request goes with --kind response or coaching_response only".to_owned(),
+                    ));
                 }
                 if file.as_os_str() == "-" && req_path.as_os_str() == "-" {
                     return Err(Fatal(
@@ -239,6 +267,9 @@ fn run(cli: Cli) -> Result<u8, Fatal> {
             }
             let doc = read_input(&file)?;
             let report = match request {
+                Some(req_path) if kind == DocumentKind::CoachingResponse => {
+                    check_coaching_exchange(&read_input(&req_path)?, &doc)
+                }
                 Some(req_path) => check_exchange(&read_input(&req_path)?, &doc),
                 None => check_document(kind, &doc),
             };
@@ -247,6 +278,7 @@ fn run(cli: Cli) -> Result<u8, Fatal> {
         Command::Exchange {
             request,
             response,
+            coaching,
             format,
         } => {
             if request.as_os_str() == "-" && response.as_os_str() == "-" {
@@ -256,7 +288,11 @@ fn run(cli: Cli) -> Result<u8, Fatal> {
             }
             let req = read_input(&request)?;
             let resp = read_input(&response)?;
-            let report = check_exchange(&req, &resp);
+            let report = if coaching {
+                check_coaching_exchange(&req, &resp)
+            } else {
+                check_exchange(&req, &resp)
+            };
             let source = format!("{} + {}", source_name(&request), source_name(&response));
             emit_report(&report, "exchange", &source, format.into())
         }

@@ -35,7 +35,7 @@ mod lex;
 pub(crate) mod parse;
 mod path;
 mod scan;
-mod serde;
+pub(crate) mod serde;
 mod value;
 mod value_conv;
 pub(crate) mod write;
@@ -48,9 +48,9 @@ pub use value_conv::{ValueConversionError, ValueLocation};
 pub(crate) use check::{FreeFormProblem, check_free_form};
 pub(crate) use cursor::Cursor;
 pub(crate) use key_filter::KeyFilter;
-#[cfg(test)]
-pub(crate) use parse::parse_shaped;
-pub(crate) use parse::{Limits, Shape, SyntaxError, duplicate_keys, parse, parse_shaped_counted};
+pub(crate) use parse::{
+    Limits, Shape, SyntaxError, duplicate_keys, parse, parse_shaped, parse_shaped_counted,
+};
 pub(crate) use path::segment_json;
 pub(crate) use write::{WriteJson, to_string, to_value};
 

@@ -15,7 +15,7 @@ use super::{Json, Map, Number, Object};
 
 /// `true` when `S` is one of serde_json's serializers, which understand
 /// `RawValue` and so can take number lexemes and object text verbatim.
-fn is_serde_json<S>() -> bool {
+pub(crate) fn is_serde_json<S>() -> bool {
     std::any::type_name::<S>().contains("serde_json::")
 }
 
@@ -23,7 +23,7 @@ fn is_serde_json<S>() -> bool {
 /// serializers recognise the struct name its `RawValue` uses and copy the
 /// field's string as it is; going through `RawValue` itself would re-validate
 /// the text on every write. The round-trip tests pin this behaviour.
-fn raw<S: Serializer>(text: &str, s: S) -> Result<S::Ok, S::Error> {
+pub(crate) fn raw<S: Serializer>(text: &str, s: S) -> Result<S::Ok, S::Error> {
     const RAW_VALUE_TOKEN: &str = "$serde_json::private::RawValue";
     let mut st = s.serialize_struct(RAW_VALUE_TOKEN, 1)?;
     st.serialize_field(RAW_VALUE_TOKEN, text)?;

@@ -8,6 +8,7 @@
 //! file's private items (`tests/it/tidy.rs` checks this). Adding a model is
 //! its file plus a `mod` line and a `pub use` line below.
 
+pub mod coaching;
 mod health;
 mod info;
 mod request;
@@ -15,6 +16,12 @@ mod response;
 #[cfg(test)]
 mod tests;
 
+pub use coaching::{
+    CoachingBackendConfig, CoachingDiagnosis, CoachingError, CoachingKind, CoachingLog,
+    CoachingPayload, CoachingProposal, CoachingSessionConfig, CoachingStage, CoachingStatus,
+    CoachingStep, InternalStep, InternalStepOrigin, ReinjectionPoint, ReplaceSay,
+    SpecializedCoachingRequest, SpecializedCoachingResponse,
+};
 pub use health::AgentHealth;
 pub use info::{AgentInfo, Capabilities, IncompatibleAgent, PROTOCOL_VERSION};
 pub use request::{AgentInput, AgentInstruction, AgentRequest, InstructionType};

@@ -15,8 +15,8 @@ use crate::json::{
 };
 use crate::limits::{MAX_REPORTED_ERRORS, READ};
 use crate::validate::{
-    Fields, NonEmptyString, Validation, free_object, int64, list, literal, model_object, non_empty,
-    positive_u64, strict_str,
+    Fields, NonEmptyString, Validate, Validation, free_object, int64, list, literal, model_object,
+    non_empty, positive_u64, strict_str,
 };
 
 mod direct;
@@ -250,6 +250,12 @@ fn input(v: Json, cx: &mut Validation) -> Option<AgentInput> {
         num_outputs: outputs?,
         extra_keys: extra_keys?,
     })
+}
+
+impl Validate for AgentInput {
+    fn validate(v: Json, cx: &mut Validation) -> Option<Self> {
+        input(v, cx)
+    }
 }
 
 fn request(v: Json, cx: &mut Validation) -> Option<AgentRequest> {

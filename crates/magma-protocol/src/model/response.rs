@@ -13,8 +13,8 @@ use crate::json::write::{write_i64, write_str, write_u64};
 use crate::json::{Json, Object, Shape, WriteJson, parse_shaped_counted, to_string, to_value};
 use crate::limits::{MAX_REPORTED_ERRORS, READ};
 use crate::validate::{
-    Fields, NonEmptyString, Validation, free_object, int64, list, literal, model_object, non_empty,
-    non_negative_u64, opt_str, strict_str,
+    Fields, NonEmptyString, Validate, Validation, free_object, int64, list, literal, model_object,
+    non_empty, non_negative_u64, opt_str, strict_str,
 };
 
 /// Where a response holds free-form objects, for the parser.
@@ -306,6 +306,31 @@ fn agent_error(v: Json, cx: &mut Validation) -> Option<Option<AgentError>> {
         message: message?,
         component: component?,
     }))
+}
+
+impl Validate for AgentDecision {
+    fn validate(v: Json, cx: &mut Validation) -> Option<Self> {
+        // `decision` reads `null` as absent; a bare decision is never null.
+        match v {
+            Json::Null => {
+                model_object(Json::Null, "AgentDecision", cx)?;
+                None
+            }
+            other => decision(other, cx).flatten(),
+        }
+    }
+}
+
+impl Validate for AgentError {
+    fn validate(v: Json, cx: &mut Validation) -> Option<Self> {
+        match v {
+            Json::Null => {
+                model_object(Json::Null, "AgentError", cx)?;
+                None
+            }
+            other => agent_error(other, cx).flatten(),
+        }
+    }
 }
 
 fn output(v: Json, cx: &mut Validation) -> Option<AgentOutput> {

@@ -10,7 +10,8 @@ use crate::json::{Json, Object, WriteJson, to_string};
 use crate::validate::NonEmptyString;
 use crate::{
     AgentDecision, AgentError, AgentHealth, AgentInfo, AgentInput, AgentInstruction, AgentOutput,
-    AgentRequest, AgentResponse, Outcome, ToolCall,
+    AgentRequest, AgentResponse, CoachingSessionConfig, InternalStep, Outcome, ReplaceSay,
+    SpecializedCoachingRequest, SpecializedCoachingResponse, ToolCall,
 };
 
 const FIXTURES: &str = concat!(
@@ -135,10 +136,22 @@ fn check_document(kind: &str, doc: &str, request: Option<&str>) -> usize {
             Ok(v) => check(v.to_json_string(), serde(&v)),
             Err(e) => check(to_string(&e.to_fastapi_body()), serde(&e.to_fastapi_body())),
         },
+        "coaching_request" => coaching(SpecializedCoachingRequest::from_slice(bytes), &mut check),
+        "coaching_response" | "coaching_exchange" => {
+            coaching(SpecializedCoachingResponse::from_slice(bytes), &mut check)
+        }
+        "coaching_session" => coaching(CoachingSessionConfig::from_slice(bytes), &mut check),
+        "internal_step" => coaching(InternalStep::from_slice(bytes), &mut check),
+        "replace_say" => coaching(ReplaceSay::from_slice(bytes), &mut check),
         other => panic!("unknown fixture kind {other:?}"),
     }
     if let Some(request) = request {
-        checked += check_document("request", request, None);
+        let kind = if kind == "coaching_exchange" {
+            "coaching_request"
+        } else {
+            "request"
+        };
+        checked += check_document(kind, request, None);
     }
     // The same document as free-form JSON, validated and not (the
     // latter keeps NaN and 1e400).
@@ -151,6 +164,27 @@ fn check_document(kind: &str, doc: &str, request: Option<&str>) -> usize {
         checked += 1;
     }
     checked
+}
+
+/// A coaching document writes as serde does, and reads back as itself
+/// (free-form values kept exactly); an error's 422 body too.
+fn coaching<T>(parsed: Result<T, crate::Error>, check: &mut impl FnMut(String, String))
+where
+    T: WriteJson
+        + serde::Serialize
+        + std::str::FromStr<Err = crate::Error>
+        + PartialEq
+        + std::fmt::Debug,
+{
+    match parsed {
+        Ok(v) => {
+            let text = to_string(&v);
+            check(text.clone(), serde(&v));
+            let again: T = text.parse().expect("a written document reads back");
+            assert_eq!(again, v, "{text}");
+        }
+        Err(e) => check(to_string(&e.to_fastapi_body()), serde(&e.to_fastapi_body())),
+    }
 }
 
 #[test]

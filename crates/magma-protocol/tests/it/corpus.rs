@@ -1,5 +1,9 @@
 //! Shared machinery: run a case (kind + document) through the crate.
 
+use magma_protocol::coaching::{
+    CoachingSessionConfig, InternalStep, ReplaceSay, SpecializedCoachingRequest,
+    SpecializedCoachingResponse,
+};
 use magma_protocol::{
     AgentHealth, AgentInfo, AgentRequest, AgentResponse, Error, ExchangeError, Issue,
     validate_exchange,
@@ -25,6 +29,30 @@ pub(crate) fn verdict(kind: &str, doc: &str, request: Option<&str>) -> Result<()
             let request = request.unwrap_or_default();
             validate_exchange(request.as_bytes(), doc.as_bytes())
                 .map_err(|e: ExchangeError| e.issues())
+        }
+        "coaching_request" => SpecializedCoachingRequest::from_slice(doc.as_bytes())
+            .map(drop)
+            .map_err(issues),
+        "coaching_response" => SpecializedCoachingResponse::from_slice(doc.as_bytes())
+            .map(drop)
+            .map_err(issues),
+        "coaching_session" => CoachingSessionConfig::from_slice(doc.as_bytes())
+            .map(drop)
+            .map_err(issues),
+        "internal_step" => InternalStep::from_slice(doc.as_bytes())
+            .map(drop)
+            .map_err(issues),
+        "replace_say" => ReplaceSay::from_slice(doc.as_bytes())
+            .map(drop)
+            .map_err(issues),
+        "coaching_exchange" => {
+            let request = request.unwrap_or_default();
+            let request =
+                SpecializedCoachingRequest::from_slice(request.as_bytes()).map_err(issues)?;
+            SpecializedCoachingResponse::from_slice(doc.as_bytes())
+                .map_err(issues)?
+                .validate_request(&request)
+                .map_err(issues)
         }
         other => panic!("unknown case kind {other:?}"),
     }

@@ -19,6 +19,14 @@ pub(crate) const DEVIATIONS: &[&str] = &[
     "dup.input_ids.big_distinct",
     "exchange.big_ids",
     "int.digit_limit",
+    // The coaching corpus (`coaching-public.jsonl`), for the same reasons.
+    "coaching.dup.key.shadow_*",
+    "coaching.str.lone_surrogate*",
+    "coaching.int.beyond_i64",
+    "coaching.int.beyond_u64",
+    "coaching.int.huge",
+    "coaching.ref.big_ids",
+    "coaching.int.digit_limit",
 ];
 
 pub(crate) fn is_deviation(family: &str) -> bool {
@@ -26,6 +34,30 @@ pub(crate) fn is_deviation(family: &str) -> bool {
         Some(prefix) => family.starts_with(prefix),
         None => family == *d,
     })
+}
+
+/// The coaching corpus of reference verdicts, `coaching-public.jsonl`:
+/// `$MAGMA_COACHING_CORPUS`, else beside `$MAGMA_PUBLIC_CORPUS` (then it must
+/// exist in either case: CI sets the latter and checks both), else
+/// `shared/conformance/coaching-public.jsonl` beside the repository, else
+/// `None`.
+pub(crate) fn coaching_corpus(manifest_dir: &str) -> Option<PathBuf> {
+    let required = if let Some(p) = std::env::var_os("MAGMA_COACHING_CORPUS") {
+        Some(PathBuf::from(p))
+    } else {
+        std::env::var_os("MAGMA_PUBLIC_CORPUS")
+            .map(|p| PathBuf::from(p).with_file_name("coaching-public.jsonl"))
+    };
+    if let Some(p) = required {
+        assert!(
+            p.is_file(),
+            "{} is not a file: set MAGMA_COACHING_CORPUS to coaching-public.jsonl",
+            p.display()
+        );
+        return Some(p);
+    }
+    let p = PathBuf::from(manifest_dir).join("../../../shared/conformance/coaching-public.jsonl");
+    p.is_file().then_some(p)
 }
 
 /// The public corpus of reference verdicts: `$MAGMA_PUBLIC_CORPUS` (then it

@@ -1,6 +1,7 @@
 //! Integration tests of magma-protocol: one test binary, one module per theme.
 #![allow(clippy::print_stderr, clippy::print_stdout)] // tests report what they measured
 
+mod coaching;
 mod corpus;
 mod deviations;
 mod errors;

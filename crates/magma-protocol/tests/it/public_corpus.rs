@@ -1,16 +1,18 @@
-//! The public corpus of reference verdicts (`shared/conformance/public.jsonl`
-//! beside the repository, or `$MAGMA_PUBLIC_CORPUS`).
+//! The public corpora of reference verdicts (`shared/conformance/public.jsonl`
+//! beside the repository, or `$MAGMA_PUBLIC_CORPUS`; and the coaching one,
+//! `coaching-public.jsonl` beside it, or `$MAGMA_COACHING_CORPUS`).
 //!
-//! The corpus is not part of the repository. When it is absent this test says
-//! so and checks nothing; `.ci/run` sets `MAGMA_PUBLIC_CORPUS`, and then a
-//! missing file is a failure.
+//! The corpora are not part of the repository. When one is absent its test
+//! says so and checks nothing; `.ci/run` sets `MAGMA_PUBLIC_CORPUS`, and then
+//! a missing file (either of them) is a failure.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 
 use magma_protocol::ErrorKind;
 
 use crate::corpus::verdict;
-use crate::deviations::{is_deviation, public_corpus};
+use crate::deviations::{coaching_corpus, is_deviation, public_corpus};
 
 #[test]
 fn public_corpus_if_present_verdicts_match_outside_deviation_families() {
@@ -20,7 +22,24 @@ fn public_corpus_if_present_verdicts_match_outside_deviation_families() {
         );
         return;
     };
-    let text = std::fs::read_to_string(&path).expect("read the corpus");
+    check_corpus("public corpus", &path, 1000);
+}
+
+#[test]
+fn coaching_corpus_if_present_verdicts_match_outside_deviation_families() {
+    let Some(path) = coaching_corpus(env!("CARGO_MANIFEST_DIR")) else {
+        eprintln!(
+            "SKIPPED, nothing checked: coaching corpus not found; set MAGMA_COACHING_CORPUS to check it"
+        );
+        return;
+    };
+    check_corpus("coaching corpus", &path, 2000);
+}
+
+/// Every case of a corpus: the verdict equals the reference's outside the
+/// deviation families, and a rejection names the reference's error type.
+fn check_corpus(name: &str, path: &Path, min_cases: usize) {
+    let text = std::fs::read_to_string(path).expect("read the corpus");
     let mut disagreements = Vec::new();
     let mut per_family: BTreeMap<String, (usize, usize)> = BTreeMap::new();
     let mut reason_agree = (0usize, 0usize);
@@ -87,11 +106,14 @@ fn public_corpus_if_present_verdicts_match_outside_deviation_families() {
         .map(|(f, (n, ok))| format!("{f}: {ok}/{n}"))
         .collect();
     eprintln!(
-        "public corpus: {cases} cases; families with differences: {deviating:?}; \
+        "{name}: {cases} cases; families with differences: {deviating:?}; \
          rejection type agreement (outside deviations) {}/{}",
         reason_agree.0, reason_agree.1
     );
-    assert!(cases >= 1000, "the corpus looks truncated: {cases} cases");
+    assert!(
+        cases >= min_cases,
+        "the corpus looks truncated: {cases} cases"
+    );
     assert!(
         disagreements.is_empty(),
         "{} disagreements outside the deviation families:\n{}",

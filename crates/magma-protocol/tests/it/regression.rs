@@ -6,6 +6,10 @@
 //! crash input goes here as a `#[test]` named after its target, with the
 //! bytes inline and the invariant it broke.
 
+use magma_protocol::coaching::{
+    CoachingPayload, CoachingSessionConfig, InternalStep, ReplaceSay, SpecializedCoachingRequest,
+    SpecializedCoachingResponse,
+};
 use magma_protocol::tools::ToolDescription;
 use magma_protocol::{
     AgentHealth, AgentInfo, AgentRequest, AgentResponse, EnvFeedback, ExchangeError, Json, Object,
@@ -16,6 +20,43 @@ const FIXTURES: &str = include_str!(concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/tests/fixtures/reference.jsonl"
 ));
+
+/// The `coaching` target's invariants for one document type: the two
+/// entry points agree, and an accepted document writes to text that reads
+/// back as itself, a fixed point.
+macro_rules! coaching_round_trip {
+    ($ty:ty, $doc:expr) => {{
+        let direct = <$ty>::from_slice($doc);
+        let two_step = Json::from_slice($doc).and_then(<$ty>::from_json);
+        match (&direct, &two_step) {
+            (Ok(a), Ok(b)) => assert_eq!(a, b),
+            (Err(_), Err(_)) => {}
+            _ => panic!("the two entry points disagree: {direct:?} vs {two_step:?}"),
+        }
+        if let Ok(doc) = direct {
+            let text = doc.to_json_string();
+            let again = <$ty>::from_slice(text.as_bytes()).expect("written document reads back");
+            assert_eq!(again, doc, "{text}");
+            assert_eq!(again.to_json_string(), text);
+        }
+    }};
+}
+
+/// The `coaching` target's invariants (it tries every coaching document).
+fn coaching_invariants(doc: &[u8]) {
+    coaching_round_trip!(SpecializedCoachingRequest, doc);
+    coaching_round_trip!(SpecializedCoachingResponse, doc);
+    coaching_round_trip!(CoachingSessionConfig, doc);
+    coaching_round_trip!(InternalStep, doc);
+    coaching_round_trip!(ReplaceSay, doc);
+    if let Ok(value) = Json::from_slice(doc) {
+        if let Ok(payload) = CoachingPayload::from_json(&value) {
+            let again = CoachingPayload::from_json(&Json::Object(payload.to_object()))
+                .expect("a written payload reads back");
+            assert_eq!(again, payload);
+        }
+    }
+}
 
 /// `(kind, doc, request)` of every fixture case.
 fn cases() -> Vec<(String, String, Option<String>)> {
@@ -154,7 +195,7 @@ fn tool_invariants(tool: &Object) {
 
 #[test]
 fn the_fuzz_invariants_hold_on_every_fixture_document() {
-    let mut counted = [0usize; 5];
+    let mut counted = [0usize; 6];
     for (kind, doc, request) in cases() {
         let bytes = doc.as_bytes();
         match kind.as_str() {
@@ -174,9 +215,19 @@ fn the_fuzz_invariants_hold_on_every_fixture_document() {
                 exchange_invariants(request.as_deref().unwrap_or("").as_bytes(), bytes);
                 counted[3] += 1;
             }
+            "coaching_request" | "coaching_response" | "coaching_session" | "internal_step"
+            | "replace_say" => {
+                coaching_invariants(bytes);
+                counted[4] += 1;
+            }
+            "coaching_exchange" => {
+                coaching_invariants(request.as_deref().unwrap_or("").as_bytes());
+                coaching_invariants(bytes);
+                counted[4] += 1;
+            }
             other => panic!("unknown fixture kind {other}"),
         }
-        counted[4] += 1;
+        counted[5] += 1;
     }
     assert!(counted.iter().all(|&n| n > 0), "{counted:?}");
 }

@@ -162,6 +162,7 @@ fn help_documents_every_flag() {
         "--log-format",
         "--metrics",
         "--trusted-proxy",
+        "--no-coaching",
         "--help",
         "--version",
     ];
@@ -738,4 +739,33 @@ async fn a_request_abandoned_by_its_client_is_logged_and_its_inference_dropped()
     bin.signal("TERM");
     assert_eq!(bin.wait_exit().await.code(), Some(0));
     assert!(!bin.log().contains("grace period over"), "{}", bin.log());
+}
+
+#[tokio::test]
+async fn the_demo_coaches_unless_no_coaching() {
+    let advertised = |body: magma_server::Json| {
+        (
+            body.get("specialized_coaching").unwrap().to_json_string(),
+            body.get("coaching_resume").cloned(),
+        )
+    };
+    let on = Binary::start(&[], None).await;
+    let info = send(on.addr, Method::GET, "/v1/info", &[], Bytes::new()).await;
+    assert_eq!(
+        advertised(info.expect(200)),
+        (
+            r#"["failure","suboptimal","format"]"#.to_owned(),
+            Some(magma_server::Json::Bool(true))
+        )
+    );
+    for off in [
+        Binary::start(&["--no-coaching"], None).await,
+        Binary::start_with_env(&[], &[("MAGMA_SERVER_NO_COACHING", "true")], None).await,
+    ] {
+        let info = send(off.addr, Method::GET, "/v1/info", &[], Bytes::new()).await;
+        assert_eq!(
+            advertised(info.expect(200)),
+            ("[]".to_owned(), Some(magma_server::Json::Bool(false)))
+        );
+    }
 }

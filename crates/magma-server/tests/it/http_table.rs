@@ -280,7 +280,9 @@ async fn unknown_paths_are_404_json() {
         "/v1/response",
         "/health/",
         "/v2/responses",
-        "/v1/coaching",
+        "/v1/coaching/sessions",
+        "/v1/coaching/sessions/",
+        "/v1/coaching/sessions/a/b",
     ] {
         assert_eq!(
             server.get(path).await.expect_detail(404),

@@ -3,6 +3,7 @@
 mod support;
 
 mod budget;
+mod coaching;
 mod demo;
 mod faults;
 mod hostile;

@@ -53,6 +53,21 @@ pub(crate) struct Session {
     pub(crate) ready: Option<Ready>,
     pub(crate) agent: Option<AgentIdentity>,
     pub(crate) tally: Tally,
+    /// What `/v1/info` advertised of coaching, and the probe's session.
+    pub(crate) coaching: CoachingState,
+}
+
+/// The coaching side of a probe run.
+#[derive(Debug, Default)]
+pub(crate) struct CoachingState {
+    /// `/v1/info` was read (else the coaching checks cannot know).
+    pub(crate) known: bool,
+    /// `specialized_coaching`.
+    pub(crate) kinds: Vec<String>,
+    /// `coaching_resume`.
+    pub(crate) resume: bool,
+    /// The run id of the session the probe opened, once open.
+    pub(crate) run_id: Option<String>,
 }
 
 /// `Name: value` as a header, or why not.
@@ -116,6 +131,7 @@ impl Session {
             ready: None,
             agent: None,
             tally: Tally::default(),
+            coaching: CoachingState::default(),
         })
     }
 

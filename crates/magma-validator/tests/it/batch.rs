@@ -5,13 +5,17 @@
 
 use std::collections::BTreeMap;
 
+use magma_validator::magma_protocol::coaching::{
+    CoachingSessionConfig, InternalStep, ReplaceSay, SpecializedCoachingRequest,
+    SpecializedCoachingResponse,
+};
 use magma_validator::magma_protocol::{
     AgentHealth, AgentInfo, AgentRequest, AgentResponse, Error, ErrorKind, ExchangeError, Issue,
     Segment, validate_exchange,
 };
 use serde_json::Value;
 
-use crate::deviations::{is_deviation, public_corpus};
+use crate::deviations::{coaching_corpus, is_deviation, public_corpus};
 use crate::support::{code, run, stderr};
 
 const FIXTURES: &str = concat!(
@@ -55,6 +59,28 @@ fn protocol_verdict(kind: &str, doc: &str, request: Option<&str>) -> (&'static s
             ExchangeError::Mismatch(_) => "candidates_mismatch".into(),
             other => panic!("unexpected {other}"),
         }),
+        "coaching_request" => SpecializedCoachingRequest::from_slice(doc)
+            .map(drop)
+            .map_err(first),
+        "coaching_response" => SpecializedCoachingResponse::from_slice(doc)
+            .map(drop)
+            .map_err(first),
+        "coaching_session" => CoachingSessionConfig::from_slice(doc)
+            .map(drop)
+            .map_err(first),
+        "internal_step" => InternalStep::from_slice(doc).map(drop).map_err(first),
+        "replace_say" => ReplaceSay::from_slice(doc).map(drop).map_err(first),
+        "coaching_exchange" => {
+            match SpecializedCoachingRequest::from_slice(request.unwrap().as_bytes()) {
+                Err(e) => Err(format!("request:{}", reason(e.first()))),
+                Ok(req) => match SpecializedCoachingResponse::from_slice(doc) {
+                    Err(e) => Err(reason(e.first())),
+                    Ok(reply) => reply
+                        .validate_request(&req)
+                        .map_err(|_| "coaching_mismatch".to_owned()),
+                },
+            }
+        }
         other => panic!("unknown kind {other}"),
     };
     match result {
@@ -150,7 +176,24 @@ fn public_corpus_if_present_verdicts_agree_outside_deviation_families() {
         );
         return;
     };
-    let text = std::fs::read_to_string(&path).expect("read the public corpus");
+    agree_with_corpus("public corpus", &path, 1000);
+}
+
+#[test]
+fn coaching_corpus_if_present_verdicts_agree_outside_deviation_families() {
+    let Some(path) = coaching_corpus(env!("CARGO_MANIFEST_DIR")) else {
+        eprintln!(
+            "SKIPPED, nothing checked: coaching corpus not found; set MAGMA_COACHING_CORPUS to check it"
+        );
+        return;
+    };
+    agree_with_corpus("coaching corpus", &path, 2000);
+}
+
+/// `batch` on every case of a corpus: the verdict equals the reference's
+/// outside the deviation families, and a rejection names its error type.
+fn agree_with_corpus(name: &str, path: &std::path::Path, min_cases: usize) {
+    let text = std::fs::read_to_string(path).expect("read the corpus");
     let lines: Vec<&str> = text.lines().collect();
     let outputs = batch(text.as_bytes());
     assert_eq!(outputs.len(), lines.len());
@@ -197,13 +240,13 @@ fn public_corpus_if_present_verdicts_agree_outside_deviation_families() {
         }
     }
     eprintln!(
-        "batch on the public corpus: {} cases, {agree} agree; differing only in deviation \
+        "batch on the {name}: {} cases, {agree} agree; differing only in deviation \
          families: {deviating:?}; first-error type equal on {}/{} rejections outside them",
         lines.len(),
         type_agree.0,
         type_agree.1
     );
-    assert!(lines.len() >= 1000, "the corpus looks truncated");
+    assert!(lines.len() >= min_cases, "the corpus looks truncated");
     assert!(
         disagreements.is_empty(),
         "{} disagreements outside the deviation families:\n{}",

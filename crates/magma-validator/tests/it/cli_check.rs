@@ -350,3 +350,180 @@ fn an_error_list_bomb_lists_the_first_hundred_and_counts_the_rest() {
     let last = report["findings"][100]["message"].as_str().unwrap();
     assert!(last.starts_with("19900 more problems"), "{last}");
 }
+
+const COACHING_REQUEST: &str = r#"{"run_id": "run-1", "request_id": "r1", "kind": "format",
+  "stage": {"id": 0, "goal": "greet", "hint": null}, "active_errors": [], "diagnosis": null,
+  "target_step_id": 3,
+  "trajectory": [{"id": 3, "input": {"id": 0, "instruction": {"type": "user", "content": "hi"}},
+                  "output": {"say": "", "tool_calls": []}, "error": null,
+                  "internal_steps": [], "execution": {"diagnosable": true}}],
+  "reinjection_points": [{"id": "replacement", "input_step_id": 3, "input": null}],
+  "additional_info": {}}"#;
+
+#[test]
+fn every_problem_of_a_coaching_session_at_once() {
+    let session = br#"{"backends": {"main": {"type": "openai", "endpoint": "http://x",
+        "default_model": "m", "headers": {"a": null}, "timeout": "30", "max_retry": 1.0},
+        "other": {"type": "openai"}}, "capture_logs": 1, "provider": "llm"}"#;
+    for kind in ["coaching_session", "coaching-session"] {
+        let (exit, report) = json_report(&["check", "--kind", kind, "-"], session);
+        assert_eq!(exit, 1);
+        assert_eq!(
+            triples(&report),
+            [
+                t("error", "string_type", "backends.main.headers.a"),
+                t("error", "float_type", "backends.main.timeout"),
+                t("error", "int_type", "backends.main.max_retry"),
+                t("error", "missing", "backends.other.endpoint"),
+                t("error", "missing", "backends.other.default_model"),
+                t("error", "bool_type", "capture_logs"),
+                t("error", "extra_forbidden", "provider"),
+            ]
+        );
+    }
+    // Without backends, the model rule speaks (at the root).
+    let (exit, report) = json_report(&["check", "--kind", "coaching_session", "-"], b"{}");
+    assert_eq!(exit, 1);
+    assert_eq!(triples(&report), [t("error", "value_error", "(root)")]);
+    let msg = report["findings"][0]["message"].as_str().unwrap();
+    assert_eq!(
+        msg,
+        "Value error, LLM coaching requires at least one backend"
+    );
+}
+
+#[test]
+fn coaching_documents_pass_check_when_valid() {
+    let cases: [(&str, &[u8]); 5] = [
+        ("coaching_request", COACHING_REQUEST.as_bytes()),
+        (
+            "coaching_response",
+            br#"{"logs": [{"coaching_type": "format", "content": "ok"}], "request_id": "r1",
+                "status": "abandoned", "proposals": [], "reason": " "}"#,
+        ),
+        (
+            "coaching_session",
+            br#"{"backends": {"a": {"type": "t", "endpoint": "e", "default_model": "m", "timeout": 30}}}"#,
+        ),
+        (
+            "internal_step",
+            br#"{"id": "1", "component": "c", "full_prompt": "p", "output_raw": "o"}"#,
+        ),
+        ("replace_say", br#"{"text": "Hello."}"#),
+    ];
+    for (kind, doc) in cases {
+        let (exit, report) = json_report(&["check", "--kind", kind, "-"], doc);
+        assert_eq!(exit, 0, "{kind}: {report}");
+        assert_eq!(triples(&report), [], "{kind}");
+    }
+}
+
+#[test]
+fn a_coaching_reply_is_checked_against_its_request() {
+    let dir = TempDir::new("coaching-exchange");
+    let request = dir.file("request.json", COACHING_REQUEST.as_bytes());
+    let unknown_point = dir.file(
+        "reply.json",
+        br#"{"request_id": "r1", "status": "corrected",
+            "proposals": [{"reinjection_point_id": "recovery", "extra_keys": {"kind": "replace_say", "text": "hi"}}]}"#,
+    );
+    let other_id = dir.file(
+        "other.json",
+        br#"{"request_id": "r2", "status": "error", "reason": "boom"}"#,
+    );
+    let good = dir.file(
+        "good.json",
+        br#"{"request_id": "r1", "status": "corrected",
+            "proposals": [{"reinjection_point_id": "replacement", "extra_keys": {}}]}"#,
+    );
+    let exchange = |reply: &str| {
+        json_report(
+            &[
+                "exchange",
+                "--coaching",
+                "--request",
+                &request,
+                "--response",
+                reply,
+            ],
+            b"",
+        )
+    };
+    let (exit, report) = exchange(&unknown_point);
+    assert_eq!(exit, 1);
+    assert_eq!(
+        triples(&report),
+        [t(
+            "error",
+            "coaching_mismatch",
+            "proposals[0].reinjection_point_id"
+        )]
+    );
+    assert_eq!(
+        report["findings"][0]["message"].as_str(),
+        Some("Unknown reinjection point")
+    );
+    let (exit, report) = exchange(&other_id);
+    assert_eq!(exit, 1);
+    assert_eq!(
+        triples(&report),
+        [t("error", "coaching_mismatch", "request_id")]
+    );
+    let (exit, report) = exchange(&good);
+    assert_eq!((exit, triples(&report)), (0, vec![]));
+    // `check --kind coaching_response --request` is the same check.
+    let (exit, report) = json_report(
+        &[
+            "check",
+            "--kind",
+            "coaching_response",
+            "--request",
+            &request,
+            &unknown_point,
+        ],
+        b"",
+    );
+    assert_eq!(exit, 1);
+    assert_eq!(report["findings"][0]["code"], "coaching_mismatch");
+    // An invalid request is reported as such, with the request's own errors.
+    let bad_request = dir.file(
+        "bad-request.json",
+        COACHING_REQUEST
+            .replace("\"target_step_id\": 3", "\"target_step_id\": 4")
+            .as_bytes(),
+    );
+    let (exit, report) = json_report(
+        &[
+            "exchange",
+            "--coaching",
+            "--request",
+            &bad_request,
+            "--response",
+            &good,
+        ],
+        b"",
+    );
+    assert_eq!(exit, 1);
+    assert_eq!(triples(&report), [t("error", "value_error", "(root)")]);
+    assert_eq!(report["findings"][0]["document"], "coaching_request");
+    assert!(
+        report["findings"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("Target step is absent from trajectory")
+    );
+}
+
+#[test]
+fn request_goes_with_response_kinds_only() {
+    let out = run(
+        &["check", "--kind", "coaching_session", "--request", "x", "-"],
+        b"{}",
+    );
+    assert_eq!(code(&out), 2);
+    assert!(
+        stderr(&out).contains("--request goes with"),
+        "{}",
+        stderr(&out)
+    );
+}

@@ -7,6 +7,7 @@ mod cli_check;
 #[path = "../../../magma-protocol/tests/it/deviations.rs"]
 mod deviations;
 mod probe_ci;
+mod probe_coaching;
 mod probe_faults;
 mod probe_live;
 #[cfg(feature = "tls")]

@@ -62,8 +62,24 @@ fn a_correct_agent_passes_every_check_without_warnings() {
     let summary = &report["summary"];
     assert_eq!(summary["failed"], 0, "{report:#}");
     assert_eq!(summary["warnings"], 0, "{report:#}");
-    assert_eq!(summary["skipped"], 0, "{report:#}");
-    assert_eq!(summary["passed"], summary["total"]);
+    // The coaching checks are skipped: the fake advertises no coaching
+    // (probe_coaching.rs has fakes that do).
+    let skipped = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["status"] == "skip")
+        .map(|c| c["name"].as_str().unwrap())
+        .collect::<Vec<_>>();
+    assert!(
+        skipped.iter().all(|n| n.starts_with("coaching/")),
+        "{skipped:?}"
+    );
+    assert_eq!(summary["skipped"], 11, "{report:#}");
+    assert_eq!(
+        summary["passed"].as_u64().unwrap() + 11,
+        summary["total"].as_u64().unwrap()
+    );
     assert!(summary["total"].as_u64().unwrap() >= 20);
     assert_eq!(report["agent"]["agent_id"], "fake-agent");
     for name in [

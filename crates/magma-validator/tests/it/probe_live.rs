@@ -23,6 +23,11 @@ impl RealServer {
     }
 
     pub(crate) fn start_with(config: Config) -> RealServer {
+        RealServer::start_demo(DemoAgent::new(), config)
+    }
+
+    /// `magma-server` serving `agent` (the demo agent, with or without coaching).
+    pub(crate) fn start_demo(agent: DemoAgent, config: Config) -> RealServer {
         let https = config.tls.is_some();
         let (addr_tx, addr_rx) = std::sync::mpsc::channel();
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
@@ -37,7 +42,7 @@ impl RealServer {
                     .expect("bind magma-server");
                 addr_tx.send(server.local_addr()).expect("send address");
                 server
-                    .serve(DemoAgent::new(), async move {
+                    .serve(agent, async move {
                         let _ = stop_rx.await;
                     })
                     .await;

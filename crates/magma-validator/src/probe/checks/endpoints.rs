@@ -314,6 +314,9 @@ fn info(s: &mut Session, check: &mut Check) {
         "{} {}, protocol {}, inference true",
         info.agent_id, info.agent_version, info.protocol_version
     ));
+    s.coaching.known = true;
+    s.coaching.kinds = info.specialized_coaching.clone();
+    s.coaching.resume = info.coaching_resume;
     s.agent = Some(AgentIdentity {
         agent_id: info.agent_id,
         agent_version: info.agent_version,

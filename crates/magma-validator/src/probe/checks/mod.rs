@@ -1,8 +1,10 @@
 //! Every check, defined once (name, title, severity, consumers, run
 //! function) in one registry, by theme: the endpoints around inference
 //! ([`endpoints`]), inference itself ([`inference`]), invalid requests
-//! ([`invalid`]) and the suite-level verdicts ([`suite`]).
+//! ([`invalid`]), the coaching extension ([`coaching`]) and the suite-level
+//! verdicts ([`suite`]).
 
+mod coaching;
 mod endpoints;
 mod inference;
 mod invalid;
@@ -65,6 +67,7 @@ fn registry() -> impl Iterator<Item = &'static CheckDef> {
     endpoints::FIRST
         .iter()
         .chain(inference::CHECKS)
+        .chain(coaching::CHECKS)
         .chain(invalid::CHECKS)
         .chain(endpoints::LAST)
         .chain(suite::CHECKS)

@@ -1,0 +1,332 @@
+//! The coaching extension: the session registry behind
+//! `PUT`/`DELETE /v1/coaching/sessions/{run_id}`, and what a coach sees of
+//! its session while it answers `POST /v1/coaching`.
+//!
+//! Semantics of `magma_core.workers.coaching_sessions` 2.0.1: a session is
+//! created once per run id; the same configuration again is accepted, a
+//! different one (or any while the session closes) is a conflict; a request
+//! holds its session open; closing marks the session, waits for the
+//! requests in flight, lets the agent release it, then removes it.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use magma_protocol::coaching::{CoachingKind, CoachingLog, CoachingSessionConfig};
+use tokio::sync::Notify;
+
+/// The error type a coach returns: any error; its text becomes the
+/// `reason` of a `status: "error"` response (or the server log, for a
+/// refused session).
+pub type CoachError = Box<dyn std::error::Error + Send + Sync>;
+
+/// What a coach knows about the request it answers: its session's run id
+/// and configuration (the LLM backends GEN hands over), and a log that the
+/// response carries when the session asked for it (`capture_logs`).
+///
+/// Passed to [`Agent::coach`](crate::Agent::coach).
+#[derive(Debug)]
+pub struct CoachingContext {
+    run_id: Arc<str>,
+    config: Arc<CoachingSessionConfig>,
+    kind: CoachingKind,
+    captured: Mutex<Vec<CoachingLog>>,
+}
+
+impl CoachingContext {
+    pub(crate) fn new(
+        run_id: Arc<str>,
+        config: Arc<CoachingSessionConfig>,
+        kind: CoachingKind,
+    ) -> CoachingContext {
+        CoachingContext {
+            run_id,
+            config,
+            kind,
+            captured: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The run id the session was opened with (percent-decoded).
+    pub fn run_id(&self) -> &str {
+        &self.run_id
+    }
+
+    /// The session's configuration: its backends and `capture_logs`.
+    pub fn config(&self) -> &CoachingSessionConfig {
+        &self.config
+    }
+
+    /// Records a log of this request (e.g. a prompt sent to a backend and
+    /// its completion), as magma-core's LLM worker records its calls. When
+    /// the session has `capture_logs: true` the response carries the
+    /// captured logs first, before the coach's own `logs`, with
+    /// `coaching_type` the request's kind; otherwise the log is dropped.
+    pub fn log(&self, content: impl Into<String>) {
+        if self.config.capture_logs() {
+            let log = CoachingLog::new(self.kind.as_str(), content.into());
+            if let Ok(log) = log {
+                self.captured
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .push(log);
+            }
+        }
+    }
+
+    /// The logs captured so far, taken out.
+    pub(crate) fn take_captured(&self) -> Vec<CoachingLog> {
+        std::mem::take(&mut *self.captured.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// Whether the session captures logs.
+    pub(crate) fn captures(&self) -> bool {
+        self.config.capture_logs()
+    }
+}
+
+/// Why a session could not be opened.
+#[derive(Debug)]
+pub(crate) enum OpenError {
+    /// Another configuration, or the session is closing: `409`.
+    Conflict,
+    /// The agent refused it: `503`.
+    Refused(CoachError),
+}
+
+/// One open session.
+#[derive(Debug)]
+struct Session {
+    /// Tells sessions of the same run id apart across close and reopen.
+    generation: u64,
+    config: Arc<CoachingSessionConfig>,
+    run_id: Arc<str>,
+    active: usize,
+    closing: bool,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    sessions: HashMap<String, Session>,
+    next_generation: u64,
+}
+
+/// The server's coaching sessions.
+#[derive(Debug, Default)]
+pub(crate) struct Sessions {
+    state: Mutex<State>,
+    /// Woken on every change of a session's `active` count or presence.
+    changed: Notify,
+    /// Serializes opening, so that the agent is asked once per run id.
+    opening: tokio::sync::Mutex<()>,
+}
+
+/// A request's hold on its session: the session stays open (its `DELETE`
+/// waits) until this is dropped, also when the request is abandoned.
+#[derive(Debug)]
+pub(crate) struct Held<'a> {
+    sessions: &'a Sessions,
+    run_id: String,
+    generation: u64,
+    pub(crate) config: Arc<CoachingSessionConfig>,
+    pub(crate) session_run_id: Arc<str>,
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        let mut state = self.sessions.lock();
+        if let Some(s) = state.sessions.get_mut(&self.run_id)
+            && s.generation == self.generation
+        {
+            s.active -= 1;
+        }
+        drop(state);
+        self.sessions.changed.notify_waiters();
+    }
+}
+
+impl Sessions {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Opens `run_id` with `config`, asking `open` (the agent) first when
+    /// the session is new. `Ok` also when the same configuration is open.
+    pub(crate) async fn open<F, Fut>(
+        &self,
+        run_id: &str,
+        config: CoachingSessionConfig,
+        open: F,
+    ) -> Result<(), OpenError>
+    where
+        F: FnOnce(Arc<str>, Arc<CoachingSessionConfig>) -> Fut,
+        Fut: Future<Output = Result<(), CoachError>>,
+    {
+        let _opening = self.opening.lock().await;
+        if let Some(existing) = self.lock().sessions.get(run_id) {
+            return match !existing.closing && *existing.config == config {
+                true => Ok(()),
+                false => Err(OpenError::Conflict),
+            };
+        }
+        let config = Arc::new(config);
+        let shared_id: Arc<str> = Arc::from(run_id);
+        open(Arc::clone(&shared_id), Arc::clone(&config))
+            .await
+            .map_err(OpenError::Refused)?;
+        let mut state = self.lock();
+        let generation = state.next_generation;
+        state.next_generation += 1;
+        state.sessions.insert(
+            run_id.to_owned(),
+            Session {
+                generation,
+                config,
+                run_id: shared_id,
+                active: 0,
+                closing: false,
+            },
+        );
+        Ok(())
+    }
+
+    /// A hold on the open session `run_id`, or `None` when it is unknown
+    /// or closing (`404`).
+    pub(crate) fn hold(&self, run_id: &str) -> Option<Held<'_>> {
+        let mut state = self.lock();
+        let s = state.sessions.get_mut(run_id).filter(|s| !s.closing)?;
+        s.active += 1;
+        Some(Held {
+            sessions: self,
+            run_id: run_id.to_owned(),
+            generation: s.generation,
+            config: Arc::clone(&s.config),
+            session_run_id: Arc::clone(&s.run_id),
+        })
+    }
+
+    /// Waits until `done` holds for the state, re-checking after every change.
+    async fn wait_until(&self, mut done: impl FnMut(&State) -> bool) {
+        loop {
+            let notified = self.changed.notified();
+            let mut notified = std::pin::pin!(notified);
+            // Registered before the check: a change right after it wakes us.
+            notified.as_mut().enable();
+            if done(&self.lock()) {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    /// Closes `run_id`: marks it closing, waits for its requests in flight,
+    /// lets `close` (the agent) release it, removes it. Returns at once for
+    /// an unknown run id; a second close waits for the first.
+    pub(crate) async fn close<F, Fut>(&self, run_id: &str, close: F)
+    where
+        F: FnOnce(Arc<str>, Arc<CoachingSessionConfig>) -> Fut,
+        Fut: Future<Output = ()>,
+    {
+        let (generation, first, shared_id, config) = {
+            // Taken briefly: an open in progress finishes first, so a DELETE
+            // sent after a PUT's answer was lost still finds the session.
+            let _opening = self.opening.lock().await;
+            let mut state = self.lock();
+            let Some(s) = state.sessions.get_mut(run_id) else {
+                return;
+            };
+            let first = !s.closing;
+            s.closing = true;
+            (
+                s.generation,
+                first,
+                Arc::clone(&s.run_id),
+                Arc::clone(&s.config),
+            )
+        };
+        if !first {
+            self.wait_until(|state| this(state, run_id, generation).is_none())
+                .await;
+            return;
+        }
+        // Whatever happens to this future now (a client that goes away), the
+        // session must not stay closing forever: the removal is in a guard.
+        let remove = Remove {
+            sessions: self,
+            run_id,
+            generation,
+        };
+        self.wait_until(|state| this(state, run_id, generation).is_none_or(|s| s.active == 0))
+            .await;
+        close(shared_id, config).await;
+        drop(remove);
+    }
+}
+
+/// The session `run_id` of `generation`, if it is still there.
+fn this<'s>(state: &'s State, run_id: &str, generation: u64) -> Option<&'s Session> {
+    state
+        .sessions
+        .get(run_id)
+        .filter(|s| s.generation == generation)
+}
+
+/// Removes a closing session when dropped.
+struct Remove<'a> {
+    sessions: &'a Sessions,
+    run_id: &'a str,
+    generation: u64,
+}
+
+impl Drop for Remove<'_> {
+    fn drop(&mut self) {
+        let mut state = self.sessions.lock();
+        if state
+            .sessions
+            .get(self.run_id)
+            .is_some_and(|s| s.generation == self.generation)
+        {
+            state.sessions.remove(self.run_id);
+        }
+        drop(state);
+        self.sessions.changed.notify_waiters();
+    }
+}
+
+/// Percent-decodes a path segment (`%XX` with hex digits; anything else is
+/// kept as it is, as Starlette decodes). `None` when the bytes are not
+/// UTF-8 once decoded.
+pub(crate) fn percent_decode(segment: &str) -> Option<String> {
+    let bytes = segment.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: Option<&u8>| b.and_then(|b| (*b as char).to_digit(16));
+        match (bytes[i], hex(bytes.get(i + 1)), hex(bytes.get(i + 2))) {
+            (b'%', Some(h), Some(l)) => {
+                // Two hex digits: below 256.
+                out.push((h * 16 + l) as u8);
+                i += 3;
+            }
+            (b, _, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percent_decoding() {
+        assert_eq!(percent_decode("abc").unwrap(), "abc");
+        assert_eq!(percent_decode("run%2F1%20x").unwrap(), "run/1 x");
+        assert_eq!(percent_decode("%C3%A9t%c3%a9").unwrap(), "été");
+        assert_eq!(percent_decode("100%").unwrap(), "100%");
+        assert_eq!(percent_decode("%zz%4").unwrap(), "%zz%4");
+        assert!(percent_decode("%FF").is_none());
+    }
+}

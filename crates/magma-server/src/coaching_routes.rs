@@ -1,0 +1,299 @@
+//! The coaching routes: `PUT`/`DELETE /v1/coaching/sessions/{run_id}` and
+//! `POST /v1/coaching`, with the answers of magma-core's
+//! `mount_coaching_routes`; and what `/v1/info` advertises of them.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{Method, Request, Response, StatusCode};
+use http_body_util::Full;
+use hyper::body::Body;
+use magma_protocol::AgentInfo;
+use magma_protocol::coaching::{
+    CoachingLog, CoachingSessionConfig, CoachingStatus, SpecializedCoachingRequest,
+    SpecializedCoachingResponse,
+};
+
+use crate::agent::Agent;
+use crate::coaching::{CoachingContext, OpenError, percent_decode};
+use crate::context::RequestContext;
+use crate::handler::{
+    BoxError, Ids, Reply, Shared, detail, internal_error, json_body, json_response, truncate,
+    within,
+};
+use crate::limits;
+use crate::unwind::{CatchUnwind, panic_message};
+
+/// The `detail` of a `409`, as magma-core words it.
+const CONFLICT: &str = "Coaching session already has a different configuration or is closing";
+/// The `detail` of a `503` for a refused session, as magma-core words it.
+const REFUSED: &str =
+    "Unable to initialize LLM coaching; verify backend connectivity from the agent";
+/// The `detail` of a `404` on `POST /v1/coaching`, as magma-core words it.
+const UNKNOWN: &str = "Unknown or closing coaching session";
+/// The `detail` of a `503` on `POST /v1/coaching` without a coach.
+const UNAVAILABLE: &str = "Specialized coaching is unavailable";
+
+/// The agent's `/v1/info`, with the coaching fields set from what it
+/// implements: `specialized_coaching` = its coaching kinds,
+/// `coaching_resume`, and `capabilities.coaching` (`true` with a coach;
+/// `false`, if the agent wrote it, without one).
+pub(crate) fn advertised<A: Agent>(agent: &A) -> AgentInfo {
+    let mut info = agent.info();
+    let kinds = agent.coaching_kinds();
+    info.specialized_coaching = kinds.iter().map(|k| k.as_str().to_owned()).collect();
+    info.coaching_resume = agent.coaching_resume();
+    if !kinds.is_empty() || info.capabilities.contains_key("coaching") {
+        info.capabilities.insert("coaching", !kinds.is_empty());
+    }
+    info
+}
+
+/// An empty `204`.
+fn no_content() -> Response<Full<Bytes>> {
+    let mut r = Response::new(Full::new(Bytes::new()));
+    *r.status_mut() = StatusCode::NO_CONTENT;
+    r
+}
+
+/// The run id of a session path's last segment, percent-decoded; `None`
+/// (a `404`) when it is not UTF-8 once decoded.
+pub(crate) fn run_id(segment: &str) -> Option<String> {
+    percent_decode(segment).filter(|id| !id.is_empty())
+}
+
+/// `PUT` or `DELETE /v1/coaching/sessions/{segment}`.
+pub(crate) async fn session<A, B>(shared: &Shared<A>, req: Request<B>, segment: &str) -> Reply
+where
+    A: Agent,
+    B: Body<Data = Bytes>,
+    B::Error: Into<BoxError>,
+{
+    let Some(run_id) = run_id(segment) else {
+        return Reply::new(detail(StatusCode::NOT_FOUND, "Not Found"));
+    };
+    let coach = !shared.agent.coaching_kinds().is_empty();
+    if req.method() == Method::DELETE {
+        shared
+            .sessions
+            .close(&run_id, |id, config| async move {
+                if !coach {
+                    return;
+                }
+                let closed = shared.agent.close_coaching_session(&id, &config);
+                if let Err(payload) = CatchUnwind::new(closed).await {
+                    tracing::error!(
+                        run_id = %id,
+                        panic = panic_message(&*payload),
+                        "the agent panicked closing a coaching session; it is removed"
+                    );
+                }
+            })
+            .await;
+        return Reply::new(no_content());
+    }
+    let bytes = match json_body(shared, req).await {
+        Ok(bytes) => bytes,
+        Err(reply) => return reply,
+    };
+    let config = match limits::parse_body(bytes, CoachingSessionConfig::from_slice).await {
+        Some(Ok(config)) => config,
+        None => return Reply::new(internal_error()),
+        Some(Err(e)) => {
+            tracing::debug!(error = %e, "invalid CoachingSessionConfig; answered 422");
+            let body = e.to_fastapi_body().to_json_string();
+            return Reply::new(json_response(StatusCode::UNPROCESSABLE_ENTITY, body));
+        }
+    };
+    let opened = shared
+        .sessions
+        .open(&run_id, config, |id, config| async move {
+            if !coach {
+                // magma-core keeps a session without a worker: `POST` then
+                // answers 503.
+                return Ok(());
+            }
+            let open = shared.agent.open_coaching_session(&id, &config);
+            match CatchUnwind::new(open).await {
+                Ok(result) => result,
+                Err(payload) => Err(format!(
+                    "the agent panicked opening the session: {}",
+                    panic_message(&*payload)
+                )
+                .into()),
+            }
+        })
+        .await;
+    match opened {
+        Ok(()) => Reply::new(no_content()),
+        Err(OpenError::Conflict) => Reply::new(detail(StatusCode::CONFLICT, CONFLICT)),
+        Err(OpenError::Refused(e)) => {
+            tracing::warn!(run_id = %run_id, error = %e, "the agent refused a coaching session; answered 503");
+            Reply::new(detail(StatusCode::SERVICE_UNAVAILABLE, REFUSED))
+        }
+    }
+}
+
+/// `POST /v1/coaching`.
+pub(crate) async fn coaching<A, B>(shared: &Shared<A>, req: Request<B>, ids: &Ids) -> Reply
+where
+    A: Agent,
+    B: Body<Data = Bytes>,
+    B::Error: Into<BoxError>,
+{
+    let bytes = match json_body(shared, req).await {
+        Ok(bytes) => bytes,
+        Err(reply) => return reply,
+    };
+    let request = match limits::parse_body(bytes, SpecializedCoachingRequest::from_slice).await {
+        Some(Ok(request)) => request,
+        None => return Reply::new(internal_error()),
+        Some(Err(e)) => {
+            tracing::debug!(error = %e, "invalid SpecializedCoachingRequest; answered 422");
+            let body = e.to_fastapi_body().to_json_string();
+            return Reply::new(json_response(StatusCode::UNPROCESSABLE_ENTITY, body));
+        }
+    };
+    let id = truncate(request.request_id().to_owned());
+    ids.set_body(&id);
+    let Some(held) = shared.sessions.hold(request.run_id()) else {
+        return Reply::new(detail(StatusCode::NOT_FOUND, UNKNOWN));
+    };
+    let kinds = shared.agent.coaching_kinds();
+    if kinds.is_empty() {
+        let reason = shared.agent.info().coaching_unavailable_reason;
+        let reason = reason.filter(|r| !r.is_empty());
+        return Reply::new(detail(
+            StatusCode::SERVICE_UNAVAILABLE,
+            reason.as_deref().unwrap_or(UNAVAILABLE),
+        ));
+    }
+    let kind = request.kind();
+    let context = CoachingContext::new(
+        Arc::clone(&held.session_run_id),
+        Arc::clone(&held.config),
+        kind,
+    );
+    let answer = if kinds.contains(&kind) {
+        coach(shared, &request, &context, ids, id).await
+    } else {
+        Err(format!(
+            "this agent does not coach `{}` requests (it handles: {})",
+            kind.as_str(),
+            kinds
+                .iter()
+                .map(|k| k.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))
+    };
+    let response = match answer {
+        Ok(response) => response,
+        Err(reason) => match SpecializedCoachingResponse::error(request.request_id(), reason) {
+            Ok(response) => response,
+            Err(e) => {
+                tracing::error!(error = %e, "could not build a coaching error response; answered 500");
+                return Reply::new(internal_error());
+            }
+        },
+    };
+    let response = with_logs(&request, &context, response);
+    drop(held);
+    let body = response.to_json_string();
+    drop(response);
+    if body.len() as u64 > shared.max_response_bytes {
+        tracing::error!(
+            bytes = body.len(),
+            limit = shared.max_response_bytes,
+            "the coach's answer is larger than the response limit; answered 500"
+        );
+        let msg = format!(
+            "Internal Server Error: the coach's answer is larger than the server's response \
+             limit of {} bytes ({} bytes)",
+            shared.max_response_bytes,
+            body.len()
+        );
+        return Reply::new(detail(StatusCode::INTERNAL_SERVER_ERROR, &msg));
+    }
+    Reply::new(json_response(StatusCode::OK, body))
+}
+
+/// Runs the agent's coach on `request`: its answer once it passes
+/// `validate_request`, or the reason of a `status: "error"` answer.
+async fn coach<A: Agent>(
+    shared: &Shared<A>,
+    request: &SpecializedCoachingRequest,
+    context: &CoachingContext,
+    ids: &Ids,
+    id: String,
+) -> Result<SpecializedCoachingResponse, String> {
+    let scope = RequestContext::new(id, ids.header.clone(), ids.client, ids.span.clone());
+    let run = async {
+        // The semaphore lives as long as `shared` and is never closed.
+        let _slot = shared.inferences.acquire().await;
+        CatchUnwind::new(scope.clone().scope(shared.agent.coach(request, context))).await
+    };
+    let outcome = match shared.inference_timeout {
+        None => run.await,
+        Some(limit) => match within(limit, run).await {
+            Ok(outcome) => outcome,
+            Err(()) => {
+                tracing::warn!(request_id = ?scope.request_id(), "coaching timed out; answered status error");
+                return Err(format!(
+                    "the coach did not finish within the server's inference timeout of {} s",
+                    limit.as_secs_f64()
+                ));
+            }
+        },
+    };
+    match outcome {
+        Ok(Ok(response)) => match response.validate_request(request) {
+            Ok(()) => Ok(response),
+            Err(e) => {
+                tracing::warn!(error = %e, "the coach's answer does not match its request; answered status error");
+                Err(e.to_string())
+            }
+        },
+        Ok(Err(e)) => {
+            let reason = e.to_string();
+            Err(match reason.is_empty() {
+                true => "the coach failed".to_owned(),
+                false => reason,
+            })
+        }
+        Err(payload) => {
+            let message = panic_message(&*payload);
+            tracing::error!(request_id = ?scope.request_id(), panic = message, "the coach panicked; answered status error");
+            Err(format!("the coach panicked: {message}"))
+        }
+    }
+}
+
+/// `response` with the captured logs first and, when the session captures
+/// logs and the status is not `corrected` or nothing was captured,
+/// magma-core's Markdown summary among them.
+fn with_logs(
+    request: &SpecializedCoachingRequest,
+    context: &CoachingContext,
+    response: SpecializedCoachingResponse,
+) -> SpecializedCoachingResponse {
+    let mut logs = context.take_captured();
+    if context.captures() && (response.status() != CoachingStatus::Corrected || logs.is_empty()) {
+        let content = format!(
+            "# Coaching {}\n\nRun: {}\nRequest: {}\nNode: {}\n\n{}\n",
+            response.status().as_str(),
+            request.run_id(),
+            request.request_id(),
+            request.target_step_id(),
+            response.reason().unwrap_or("Completed"),
+        );
+        if let Ok(log) = CoachingLog::new(request.kind().as_str(), content) {
+            logs.push(log);
+        }
+    }
+    if logs.is_empty() {
+        return response;
+    }
+    logs.extend(response.logs().iter().cloned());
+    response.with_logs(logs)
+}
