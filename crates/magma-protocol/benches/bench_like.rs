@@ -3,6 +3,7 @@
 
 /// A BENCH-like request: `inputs` environments with tools, attributes and a
 /// growing history in memory, about `inputs * 11.6` KB (52 inputs: 0.6 MB).
+#[allow(dead_code)]
 pub(crate) fn bench_like_request(inputs: usize) -> String {
     let mut out = String::from(r#"{"request_id":"0f8fad5bd9cb469fa16570867728950e","inputs":["#);
     for i in 0..inputs {
