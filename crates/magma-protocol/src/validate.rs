@@ -432,7 +432,7 @@ pub(crate) fn model_map<T>(
             omitted: 0,
         };
         match item(value, &mut sub) {
-            Some(t) if sub.issues.is_empty() => {
+            Some(t) if sub.issues.is_empty() && sub.omitted == 0 => {
                 if ok {
                     out.push_unique(key, t);
                 }
@@ -440,11 +440,10 @@ pub(crate) fn model_map<T>(
             _ => {
                 ok = false;
                 let prefix = cx.location([Segment::Key(key)]);
-                // Through `push`, so that the error cap holds here too.
+                cx.omitted += sub.omitted;
                 for issue in sub.issues {
                     cx.push(issue.prefixed(&prefix));
                 }
-                cx.omitted += sub.omitted;
             }
         }
     }

@@ -45,7 +45,8 @@ as text or, with --log-format json, as JSON objects; set RUST_LOG to change what
 e.g. RUST_LOG=magma_server=debug (default: info).
 Request and response bodies, and so agent memory, are never logged at the default level.
 
-Exit status: 0 after a shutdown on SIGINT or SIGTERM; 1 if the server could not start
+Exit status: 0 after a shutdown on SIGINT or SIGTERM (130 when a second signal cut the drain
+short); 1 if the server could not start
 (address in use or not local, unreadable or mismatched TLS files); 2 for invalid flags or
 environment variables (a malformed value or address, flags that do not go together).";
 
@@ -562,22 +563,36 @@ fn serve_program<A: Agent>(
             return ExitCode::from(1);
         }
     };
-    runtime.block_on(async move {
-        let server = match args.server().await {
-            Ok(server) => server,
-            Err(e) => {
-                eprintln!("error: {e}");
-                return ExitCode::from(e.exit_code());
+    let code = runtime.block_on(async move {
+        let serve = async move {
+            let server = match args.server().await {
+                Ok(server) => server,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return ExitCode::from(e.exit_code());
+                }
+            };
+            match start {
+                None => {
+                    server.serve(agent, shutdown_signal()).await;
+                    ExitCode::SUCCESS
+                }
+                Some(start) => startup::serve(server, agent, start).await,
             }
         };
-        match start {
-            None => {
-                server.serve(agent, shutdown_signal()).await;
-                ExitCode::SUCCESS
+        tokio::select! {
+            code = serve => code,
+            () = second_signal() => {
+                tracing::warn!(
+                    "second shutdown signal; exiting without waiting for the remaining requests"
+                );
+                ExitCode::from(130)
             }
-            Some(start) => startup::serve(server, agent, start).await,
         }
-    })
+    });
+    // Stalled connections and long parses are not waited for.
+    runtime.shutdown_background();
+    code
 }
 
 impl ServerArgs {
@@ -617,8 +632,20 @@ pub fn init_logging_as(format: LogFormat) {
     };
 }
 
+/// Completes on the second SIGINT or SIGTERM (the first starts the drain).
+async fn second_signal() {
+    signal_received().await;
+    signal_received().await;
+}
+
 /// Completes on SIGINT (Ctrl-C) or, on Unix, SIGTERM.
 pub async fn shutdown_signal() {
+    let name = signal_received().await;
+    tracing::info!("{name} received; shutting down");
+}
+
+/// Which of SIGINT or SIGTERM arrived first, from now on.
+async fn signal_received() -> &'static str {
     let interrupt = async {
         if tokio::signal::ctrl_c().await.is_err() {
             std::future::pending::<()>().await;
@@ -637,8 +664,8 @@ pub async fn shutdown_signal() {
     #[cfg(not(unix))]
     let terminate = std::future::pending::<()>();
     tokio::select! {
-        () = interrupt => tracing::info!("SIGINT received; shutting down"),
-        () = terminate => tracing::info!("SIGTERM received; shutting down"),
+        () = interrupt => "SIGINT",
+        () = terminate => "SIGTERM",
     }
 }
 

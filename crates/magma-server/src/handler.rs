@@ -194,7 +194,7 @@ pub(crate) fn json_response(status: StatusCode, body: String) -> Response<Full<B
     bytes_response(status, Bytes::from(body))
 }
 
-fn bytes_response(status: StatusCode, body: Bytes) -> Response<Full<Bytes>> {
+pub(crate) fn bytes_response(status: StatusCode, body: Bytes) -> Response<Full<Bytes>> {
     let mut r = Response::new(Full::new(body));
     *r.status_mut() = status;
     r.headers_mut().insert(CONTENT_TYPE, JSON);
@@ -627,9 +627,6 @@ where
         Ok(bytes) => bytes,
         Err(reply) => return reply,
     };
-    if bytes.is_empty() {
-        return Reply::new(missing_body());
-    }
     let request = match limits::parse_body(bytes, AgentRequest::from_slice).await {
         Some(Ok(request)) => request,
         Some(Err(e)) => {

@@ -8,6 +8,7 @@
 
 use bytes::Bytes;
 use magma_protocol::{AgentOutput, AgentRequest};
+use tokio::sync::Semaphore;
 
 /// Bytes of every candidate besides its `request_id` and memory, at most:
 /// the shortest candidate the writer produces,
@@ -33,8 +34,9 @@ pub(crate) fn expected_answer_bytes(request: &AgentRequest) -> u128 {
 /// would delay every other connection of that worker (`/health` included).
 const PARSE_OFF_RUNTIME_BYTES: usize = 256 * 1024;
 
-/// `parse(&bytes)`, on the blocking pool when `bytes` is long; the bytes are
-/// dropped as soon as it returns. `None` if `parse` panicked.
+/// `parse(&bytes)`, on the blocking pool when `bytes` is long, one such
+/// parse at a time; the bytes are dropped as soon as it returns. `None` if
+/// `parse` panicked.
 pub(crate) async fn parse_body<T: Send + 'static>(
     bytes: Bytes,
     parse: fn(&[u8]) -> T,
@@ -42,6 +44,10 @@ pub(crate) async fn parse_body<T: Send + 'static>(
     if bytes.len() < PARSE_OFF_RUNTIME_BYTES {
         return Some(parse(&bytes));
     }
+    // One long parse at a time in the process: however many arrive at
+    // once, they hold one core, and the runtime's workers keep the others.
+    static LONG_PARSES: Semaphore = Semaphore::const_new(1);
+    let _turn = LONG_PARSES.acquire().await.ok()?;
     tokio::task::spawn_blocking(move || parse(&bytes))
         .await
         .ok()

@@ -185,6 +185,21 @@ impl<'a> Cursor<'a> {
         names.iter().position(|name| *name == decoded)
     }
 
+    /// Skips whitespace, then consumes `null` if it is next. What follows it
+    /// is left to the enclosing object or array, which accepts only `,` or
+    /// a closing bracket after whitespace (so `nullx` fails there).
+    #[inline]
+    pub(crate) fn null(&mut self) -> bool {
+        self.skip_ws();
+        let pos = self.p.pos();
+        if self.src.get(pos..pos + 4) == Some(b"null") {
+            self.p.set_pos(pos + 4);
+            true
+        } else {
+            false
+        }
+    }
+
     /// An integer lexeme (no fraction, no exponent). What follows it is left
     /// to the enclosing object, which accepts only `,` or `}` after
     /// whitespace: anything else (`01`, `1.`, `1e`) fails there too.

@@ -7,7 +7,8 @@
 //! largest inputs the default flags allow (16 MiB requests), against any
 //! build: `MAGMA_ATTACK_FULL=1 MAGMA_SERVER_BIN=target/release/magma-server
 //! cargo test -p magma-rs-server --test it attack -- --nocapture`.
-#![allow(clippy::print_stderr)] // the test reports what it measured
+
+#![allow(clippy::print_stderr)] // the suite reports what it measured
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -116,10 +117,22 @@ async fn attacks_at_default_flags_stay_within_the_budget() {
     // shared CI machine, allows more but still fails a server that stalls.
     let health_limit = Duration::from_millis(if full() { 100 } else { 1000 });
     let mut report = Vec::new();
-    let attacks: [(&str, String, u16); 3] = [
-        ("amplification", amplification(mib), 422),
-        ("422 error-list bomb", error_bomb(mib), 422),
-        ("largest allowed answer", largest_answer(), 200),
+    let attacks: [(String, String, u16); 3] = [
+        (
+            format!("amplification ({copies} x {mib} MiB, 1024 candidates)"),
+            amplification(mib),
+            422,
+        ),
+        (
+            format!("422 error-list bomb ({copies} x {mib} MiB)"),
+            error_bomb(mib),
+            422,
+        ),
+        (
+            format!("largest allowed answer ({copies} x 15 MiB answers)"),
+            largest_answer(),
+            200,
+        ),
     ];
     for (name, body, want) in attacks {
         let before = server.peak_rss_kib();
@@ -131,7 +144,7 @@ async fn attacks_at_default_flags_stay_within_the_budget() {
         );
         let peak = server.peak_rss_kib();
         let line = format!(
-            "{name} ({copies} x {mib} MiB): {statuses:?}, slowest /health {slowest:?}, \
+            "{name}: {statuses:?}, slowest /health {slowest:?}, \
              peak RSS {before} -> {peak} KiB, now {} KiB",
             server.rss_kib()
         );

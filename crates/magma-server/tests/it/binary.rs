@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::Method;
-use magma_server::Json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -523,7 +522,7 @@ async fn json_logs_are_one_object_per_line_with_the_request_ids() {
     check_response(&request, &reply);
     let mut bin = bin;
     let line = bin.wait_for_log("json-log-1").await;
-    let event = Json::from_slice(line.as_bytes())
+    let event = magma_server::Json::from_slice(line.as_bytes())
         .unwrap_or_else(|e| panic!("not a JSON line ({e}): {line}"));
     let event = event.as_object().expect("object");
     assert_eq!(event.get_str("level"), Some("INFO"), "{line}");
@@ -547,7 +546,10 @@ async fn json_logs_are_one_object_per_line_with_the_request_ids() {
     );
     // Every line is JSON, the start-up line included.
     for line in bin.log().lines() {
-        assert!(Json::from_slice(line.as_bytes()).is_ok(), "{line}");
+        assert!(
+            magma_server::Json::from_slice(line.as_bytes()).is_ok(),
+            "{line}"
+        );
     }
 }
 
@@ -680,6 +682,30 @@ async fn sigterm_drains_in_flight_requests_refuses_new_ones_and_exits_0() {
     assert!(bin.log().contains("SIGTERM received"));
 }
 
+/// A second SIGTERM during the drain exits at once (status 130), however
+/// long the grace period and the request in flight.
+#[tokio::test]
+async fn a_second_sigterm_exits_at_once() {
+    let mut bin = Binary::start(
+        &["--shutdown-grace-secs", "60"],
+        Some("info,magma_server=debug"),
+    )
+    .await;
+    let _in_flight = start_slow(&mut bin, "stalled", 50_000).await;
+    bin.signal("TERM");
+    bin.wait_for_log("no longer accepting connections").await;
+    let started = std::time::Instant::now();
+    bin.signal("TERM");
+    let status = bin.wait_exit().await;
+    assert_eq!(status.code(), Some(130), "log:\n{}", bin.log());
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(bin.log().contains("second shutdown signal"));
+}
+
 #[tokio::test]
 async fn sigint_with_a_request_longer_than_the_grace_exits_0_after_the_grace() {
     let mut bin = Binary::start(
@@ -717,7 +743,7 @@ async fn a_request_abandoned_by_its_client_is_logged_and_its_inference_dropped()
 
 #[tokio::test]
 async fn the_demo_coaches_unless_no_coaching() {
-    let advertised = |body: Json| {
+    let advertised = |body: magma_server::Json| {
         (
             body.get("specialized_coaching").unwrap().to_json_string(),
             body.get("coaching_resume").cloned(),
@@ -729,7 +755,7 @@ async fn the_demo_coaches_unless_no_coaching() {
         advertised(info.expect(200)),
         (
             r#"["failure","suboptimal","format"]"#.to_owned(),
-            Some(Json::Bool(true))
+            Some(magma_server::Json::Bool(true))
         )
     );
     for off in [
@@ -739,7 +765,7 @@ async fn the_demo_coaches_unless_no_coaching() {
         let info = send(off.addr, Method::GET, "/v1/info", &[], Bytes::new()).await;
         assert_eq!(
             advertised(info.expect(200)),
-            ("[]".to_owned(), Some(Json::Bool(false)))
+            ("[]".to_owned(), Some(magma_server::Json::Bool(false)))
         );
     }
 }

@@ -48,12 +48,20 @@
 /// The parsing, validating and writing entry points every coaching
 /// document has: `from_slice`, `from_json`, `to_json_string`, `FromStr`,
 /// serde's `Serialize` (through the direct writer, so both give the same
-/// bytes) and `Deserialize` (validating).
+/// bytes) and `Deserialize` (validating). With a fourth argument, a direct
+/// reader (`fn(&[u8]) -> Option<Self>`, `None` for anything unusual) that
+/// `from_slice` tries before the exact path.
 macro_rules! document {
     ($ty:ident, $shape:expr, $validator:expr) => {
+        document!($ty, $shape, $validator, |_: &[u8]| -> Option<$ty> { None });
+    };
+    ($ty:ident, $shape:expr, $validator:expr, $direct:expr) => {
         impl $ty {
             /// Parses and validates a body, exactly as the reference would.
             pub fn from_slice(bytes: &[u8]) -> Result<Self, $crate::error::Error> {
+                if let Some(value) = ($direct)(bytes) {
+                    return Ok(value);
+                }
                 // As every document since issue 20: the first
                 // `MAX_REPORTED_ERRORS` scalars where objects belong are
                 // kept, the rest only counted.

@@ -1,7 +1,8 @@
 //! `POST /v1/coaching`: [`SpecializedCoachingRequest`] and its
 //! [`CoachingKind`]; the shape the parser follows, the validator with the
 //! reference's rules (unique ids, target step present, known
-//! `input_step_id`s) and the writer.
+//! `input_step_id`s) and the writer. The direct reader of the usual valid
+//! request is `request/direct.rs`.
 
 use std::collections::HashSet;
 
@@ -16,6 +17,8 @@ use crate::validate::{
 
 use super::step::{ERROR_SHAPE, POINT_SHAPE, STEP_SHAPE};
 use super::{CoachingDiagnosis, CoachingError, CoachingStage, CoachingStep, ReinjectionPoint};
+
+mod direct;
 
 /// Where a coaching request holds free-form objects, for the parser.
 const SHAPE: Shape = Shape::Fields(&[
@@ -357,7 +360,7 @@ impl WriteJson for SpecializedCoachingRequest {
     }
 }
 
-document!(SpecializedCoachingRequest, &SHAPE, request);
+document!(SpecializedCoachingRequest, &SHAPE, request, direct::read);
 
 // ---------------------------------------------------------------------------
 // JSON Schema (feature `schema`)

@@ -63,11 +63,10 @@ use crate::json::Cursor;
 use crate::limits::READ;
 use crate::validate::NonEmptyString;
 
-/// The parser's stack depth at `attributes`, `memory` and `extra_keys`: the
-/// root object, the `inputs` array and the input object are open.
+/// The parser's stack depth at an input's `attributes`, `memory` and
+/// `extra_keys`: the root object, the `inputs` array and the input object
+/// are open.
 const INPUT_FIELD_DEPTH: usize = 3;
-/// The parser's stack depth at an element of `tools`: one more, the array.
-const TOOL_DEPTH: usize = 4;
 
 const ROOT_FIELDS: &[&str] = &["request_id", "inputs"];
 const INPUT_FIELDS: &[&str] = &[
@@ -110,7 +109,19 @@ fn instruction(c: &mut Cursor<'_>) -> Option<AgentInstruction> {
     })
 }
 
-fn input(c: &mut Cursor<'_>) -> Option<AgentInput> {
+impl AgentInput {
+    /// An input read directly, as [`read`] reads those of a request, for
+    /// the other direct readers (the coaching request's); `field_depth` as
+    /// in `input`.
+    pub(crate) fn read_direct(c: &mut Cursor<'_>, field_depth: usize) -> Option<AgentInput> {
+        input(c, field_depth)
+    }
+}
+
+/// An input; `field_depth` is the parser's stack depth at its free-form
+/// fields (the input object included), so that they are scanned exactly as
+/// the parser would scan them there.
+fn input(c: &mut Cursor<'_>, field_depth: usize) -> Option<AgentInput> {
     let mut id = None;
     let mut instruction_ = None;
     let mut tools = Vec::new();
@@ -123,7 +134,8 @@ fn input(c: &mut Cursor<'_>) -> Option<AgentInput> {
             0 => id = Some(c.integer()?.parse::<i64>().ok()?),
             1 => instruction_ = Some(instruction(c)?),
             2 => c.array(|c| {
-                let tool = c.free_object(TOOL_DEPTH)?;
+                // An element of `tools`: one more open container, the array.
+                let tool = c.free_object(field_depth + 1)?;
                 if tools.capacity() == 0 {
                     // Room for a usual skill list without regrowing.
                     tools = Vec::with_capacity(4);
@@ -131,8 +143,8 @@ fn input(c: &mut Cursor<'_>) -> Option<AgentInput> {
                 tools.push(tool);
                 Some(())
             })?,
-            3 => attributes = Some(c.free_object(INPUT_FIELD_DEPTH)?),
-            4 => memory = Some(c.free_object(INPUT_FIELD_DEPTH)?),
+            3 => attributes = Some(c.free_object(field_depth)?),
+            4 => memory = Some(c.free_object(field_depth)?),
             5 => {
                 // `-0` and negative values are `greater_than` errors.
                 let lexeme = c.integer()?;
@@ -141,7 +153,7 @@ fn input(c: &mut Cursor<'_>) -> Option<AgentInput> {
                 }
                 num_outputs = NonZeroU64::new(lexeme.parse::<u64>().ok()?)?;
             }
-            _ => extra_keys = Some(c.free_object(INPUT_FIELD_DEPTH)?),
+            _ => extra_keys = Some(c.free_object(field_depth)?),
         }
         Some(())
     })?;
@@ -165,7 +177,7 @@ fn request(c: &mut Cursor<'_>) -> Option<AgentRequest> {
         } else {
             let mut list = Vec::new();
             c.array(|c| {
-                list.push(input(c)?);
+                list.push(input(c, INPUT_FIELD_DEPTH)?);
                 Some(())
             })?;
             inputs = Some(list);
@@ -185,6 +197,7 @@ mod tests {
     use crate::json::{Json, Object};
 
     use magma_testkit::fixtures::{TINY_BODY, bench_like_request, http_body};
+    include!("../../../tests/support/corpus_docs.rs");
 
     /// The exact path, as `from_slice` runs it when this reader says `None`.
     fn exact(b: &[u8]) -> Result<AgentRequest, crate::Error> {
@@ -255,26 +268,8 @@ mod tests {
         Ok(true)
     }
 
-    /// `(id, doc)` of every `request` case of a JSON Lines corpus.
-    fn request_docs(path: &Path) -> Vec<(String, String)> {
-        let text = std::fs::read_to_string(path)
-            .unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
-        text.lines()
-            .filter(|l| !l.trim().is_empty())
-            .filter_map(|l| {
-                let case: serde_json::Value = serde_json::from_str(l).expect("a JSON line");
-                if case.get("kind")?.as_str()? != "request" {
-                    return None;
-                }
-                let id = case.get("id").and_then(|v| v.as_str()).unwrap_or("?");
-                Some((id.to_owned(), case.get("doc")?.as_str()?.to_owned()))
-            })
-            .collect()
-    }
-
     fn fixture_docs() -> Vec<(String, String)> {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/reference.jsonl");
-        let docs = request_docs(&path);
+        let docs = fixture_docs_of("request");
         assert!(docs.len() > 1000, "{} request fixtures", docs.len());
         docs
     }
@@ -336,7 +331,7 @@ mod tests {
     fn the_direct_reader_agrees_with_the_exact_path_on_the_corpora() {
         let mut corpora = vec![("fixtures", fixture_docs())];
         match public_corpus() {
-            Some(p) => corpora.push(("public corpus", request_docs(&p))),
+            Some(p) => corpora.push(("public corpus", corpus_docs(&p, "request"))),
             None => eprintln!("public corpus not found; set MAGMA_PUBLIC_CORPUS to check it"),
         }
         let mut failures = Vec::new();
