@@ -43,47 +43,14 @@ pub(crate) const TARGETS: &[&str] = &[
 const MAX_SEEDS: usize = 300;
 
 /// What `cargo xtask fuzz` was asked to do.
-#[derive(Debug, PartialEq)]
+#[derive(Debug, PartialEq, clap::Args)]
 pub(crate) struct Options {
     /// Seconds per target.
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..))]
     pub(crate) seconds: u64,
-    /// Targets to run (all when empty).
+    /// Targets to run (all when none is given); repeatable.
+    #[arg(long = "target", value_parser = clap::builder::PossibleValuesParser::new(TARGETS))]
     pub(crate) targets: Vec<String>,
-}
-
-impl Options {
-    pub(crate) fn parse(args: &[String]) -> Result<Options> {
-        let mut options = Options {
-            seconds: 20,
-            targets: Vec::new(),
-        };
-        let mut args = args.iter();
-        while let Some(arg) = args.next() {
-            match arg.as_str() {
-                "--seconds" => {
-                    let value = args.next().context("--seconds needs a value")?;
-                    options.seconds = value
-                        .parse()
-                        .with_context(|| format!("--seconds {value}: not a whole number"))?;
-                    if options.seconds == 0 {
-                        bail!("--seconds must be at least 1");
-                    }
-                }
-                "--target" => {
-                    let value = args.next().context("--target needs a value")?;
-                    if !TARGETS.contains(&value.as_str()) {
-                        bail!(
-                            "unknown fuzz target `{value}` (targets: {})",
-                            TARGETS.join(", ")
-                        );
-                    }
-                    options.targets.push(value.clone());
-                }
-                other => bail!("unknown option `{other}` for `fuzz`"),
-            }
-        }
-        Ok(options)
-    }
 }
 
 /// One target's run, from libFuzzer's final statistics.
@@ -346,13 +313,17 @@ mod tests {
     fn options_parse() {
         let args = |s: &[&str]| s.iter().map(|a| (*a).to_owned()).collect::<Vec<_>>();
         assert_eq!(
-            Options::parse(&[]).unwrap(),
+            magma_harness::parse_args::<Options>("fuzz", &[]).unwrap(),
             Options {
                 seconds: 20,
                 targets: vec![]
             }
         );
-        let o = Options::parse(&args(&["--seconds", "5", "--target", "health"])).unwrap();
+        let o = magma_harness::parse_args::<Options>(
+            "fuzz",
+            &args(&["--seconds", "5", "--target", "health"]),
+        )
+        .unwrap();
         assert_eq!(
             o,
             Options {
@@ -360,9 +331,11 @@ mod tests {
                 targets: vec!["health".into()]
             }
         );
-        assert!(Options::parse(&args(&["--seconds", "0"])).is_err());
-        assert!(Options::parse(&args(&["--target", "nope"])).is_err());
-        assert!(Options::parse(&args(&["--bogus"])).is_err());
+        assert!(magma_harness::parse_args::<Options>("fuzz", &args(&["--seconds", "0"])).is_err());
+        assert!(
+            magma_harness::parse_args::<Options>("fuzz", &args(&["--target", "nope"])).is_err()
+        );
+        assert!(magma_harness::parse_args::<Options>("fuzz", &args(&["--bogus"])).is_err());
     }
 
     #[test]

@@ -32,45 +32,20 @@ use anyhow::{Context, Result, bail};
 use crate::process::{cargo, fmt_duration, run_inherited};
 
 /// Flags of `cargo xtask release`.
-#[derive(Debug)]
+#[derive(Debug, clap::Args)]
 pub(crate) struct Options {
+    /// The new version, MAJOR.MINOR.PATCH.
+    #[arg(value_name = "X.Y.Z", value_parser = |v: &str| Version::parse(v).map_err(|e| e.to_string()))]
     version: Version,
+    /// Tag the release commit.
+    #[arg(long)]
     tag: bool,
+    /// Commit the bump.
+    #[arg(long)]
     commit: bool,
+    /// Change nothing; show what would happen.
+    #[arg(long)]
     dry_run: bool,
-}
-
-impl Options {
-    pub(crate) fn parse(args: &[String]) -> Result<Options> {
-        let (mut version, mut tag, mut commit, mut dry_run) = (None, false, false, false);
-        for arg in args {
-            match arg.as_str() {
-                "--tag" => tag = true,
-                "--commit" => commit = true,
-                "--dry-run" => dry_run = true,
-                other if other.starts_with('-') => {
-                    bail!(
-                        "unknown option `{other}` for `release`\n\n{}",
-                        crate::help()
-                    )
-                }
-                other if version.is_none() => version = Some(Version::parse(other)?),
-                other => bail!("`release` takes one version, got a second one: `{other}`"),
-            }
-        }
-        let Some(version) = version else {
-            bail!(
-                "`release` needs the new version: cargo xtask release X.Y.Z [--commit] [--tag] \
-                 [--dry-run]"
-            );
-        };
-        Ok(Options {
-            version,
-            tag,
-            commit,
-            dry_run,
-        })
-    }
 }
 
 /// A release version: `MAJOR.MINOR.PATCH`, plain numbers (no pre-release or build suffix).
@@ -148,7 +123,8 @@ fn workspace_version(manifest: &str) -> Result<Version> {
 
 /// Bumps the lockstep version in the text of the root `Cargo.toml`: the `version` of
 /// `[workspace.package]` and the `=A.B.C` requirement of every internal (path) dependency in
-/// `[workspace.dependencies]`, which must all equal the workspace version.
+/// `[workspace.dependencies]` that has a version (the published crates), which must all equal
+/// the workspace version.
 fn bump_manifest(manifest: &str, new: Version) -> Result<ManifestBump> {
     let old_version = workspace_version(manifest)?;
     let old_requirement = format!("version = \"={old_version}\"");
@@ -167,6 +143,8 @@ fn bump_manifest(manifest: &str, new: Version) -> Result<ManifestBump> {
         } else if section == "[workspace.dependencies]"
             && !trimmed.starts_with('#')
             && trimmed.contains("path = \"")
+            // Path-only entries (test kit, bench, harness) are never published.
+            && trimmed.contains("version = ")
         {
             let name = key(trimmed).unwrap_or(trimmed);
             if !trimmed.contains(&old_requirement) {

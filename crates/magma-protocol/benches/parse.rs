@@ -13,9 +13,7 @@ use magma_protocol::{
     AgentDecision, AgentRequest, AgentResponse, Candidate, Json, NonEmptyString, Object, ToolCall,
 };
 
-#[path = "bench_like.rs"]
-mod bench_like;
-use bench_like::{bench_like_request, gen_like_coaching_request, http_body};
+use magma_testkit::fixtures::{bench_like_request, gen_like_coaching_request, http_body};
 
 fn parse(c: &mut Criterion) {
     let bodies = [

@@ -60,6 +60,32 @@ pub enum ErrorKind {
 }
 
 impl ErrorKind {
+    /// Every kind, in declaration order (`docs/validator.md` documents each;
+    /// a test of magma-validator checks it).
+    pub const ALL: [ErrorKind; 21] = [
+        ErrorKind::JsonInvalid,
+        ErrorKind::Missing,
+        ErrorKind::ExtraForbidden,
+        ErrorKind::ModelType,
+        ErrorKind::DictType,
+        ErrorKind::ListType,
+        ErrorKind::StringType,
+        ErrorKind::IntType,
+        ErrorKind::BoolType,
+        ErrorKind::LiteralError,
+        ErrorKind::StringTooShort,
+        ErrorKind::GreaterThan,
+        ErrorKind::GreaterThanEqual,
+        ErrorKind::FiniteNumber,
+        ErrorKind::RecursionDepthExceeded,
+        ErrorKind::ValueError,
+        ErrorKind::IntOutOfRange,
+        ErrorKind::CandidatesMismatch,
+        ErrorKind::FloatType,
+        ErrorKind::StringPatternMismatch,
+        ErrorKind::CoachingMismatch,
+    ];
+
     /// The stable name, equal to the pydantic error type where one exists.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -233,12 +259,23 @@ impl fmt::Display for Issue {
 pub struct Error {
     model: &'static str,
     issues: Vec<Issue>,
+    /// Problems found beyond [`MAX_REPORTED_ERRORS`](crate::MAX_REPORTED_ERRORS), counted only.
+    omitted: usize,
 }
 
 impl Error {
     pub(crate) fn new(model: &'static str, issues: Vec<Issue>) -> Error {
         debug_assert!(!issues.is_empty());
-        Error { model, issues }
+        Error {
+            model,
+            issues,
+            omitted: 0,
+        }
+    }
+
+    pub(crate) fn with_omitted(mut self, omitted: usize) -> Error {
+        self.omitted = omitted;
+        self
     }
 
     pub(crate) fn with_model(mut self, model: &'static str) -> Error {
@@ -252,9 +289,19 @@ impl Error {
         self.model
     }
 
-    /// Every problem, in the order pydantic reports them.
+    /// The problems, in the order pydantic reports them: every one, or the
+    /// first [`MAX_REPORTED_ERRORS`](crate::MAX_REPORTED_ERRORS) when there were more (see
+    /// [`omitted`](Error::omitted)).
     pub fn issues(&self) -> &[Issue] {
         &self.issues
+    }
+
+    /// How many problems were found beyond [`issues`](Error::issues) and not
+    /// kept (0 unless there were more than [`MAX_REPORTED_ERRORS`](crate::MAX_REPORTED_ERRORS)). A hostile
+    /// document cannot make the list grow with its length; this count says
+    /// how long the reference's list would have been.
+    pub fn omitted(&self) -> usize {
+        self.omitted
     }
 
     /// The first problem.
@@ -268,12 +315,21 @@ impl Error {
     }
 
     /// The FastAPI/pydantic 422 body: `{"detail":[{"type","loc","msg","input"}, ...]}`.
+    ///
+    /// When problems were [`omitted`](Error::omitted), `detail` lists the
+    /// first [`MAX_REPORTED_ERRORS`](crate::MAX_REPORTED_ERRORS) exactly as the reference does and a
+    /// second member says how many more there were:
+    /// `{"detail": [...], "omitted_errors": 4900}`. Clients that read
+    /// `detail` only see a shorter list of the same entries.
     pub fn to_fastapi_body(&self) -> Json {
         let mut o = Object::new();
         o.insert(
             "detail",
             Json::Array(self.issues.iter().map(Issue::to_fastapi).collect()),
         );
+        if self.omitted > 0 {
+            o.insert("omitted_errors", Json::from(self.omitted as u64));
+        }
         Json::Object(o)
     }
 }
@@ -283,7 +339,7 @@ impl fmt::Display for Error {
         if self.is_syntax() {
             return write!(f, "invalid JSON: {}", self.issues[0]);
         }
-        let n = self.issues.len();
+        let n = self.issues.len() + self.omitted;
         write!(f, "invalid {}: ", self.model)?;
         if n > 1 {
             write!(f, "{n} problems: ")?;
@@ -293,6 +349,9 @@ impl fmt::Display for Error {
                 f.write_str("; ")?;
             }
             write!(f, "{issue}")?;
+        }
+        if self.omitted > 0 {
+            write!(f, "; and {} more not listed", self.omitted)?;
         }
         Ok(())
     }
@@ -304,6 +363,47 @@ impl From<SyntaxError> for Error {
         Error {
             model: "JSON",
             issues: vec![Issue::json_invalid(e.detail, e.position)],
+            omitted: 0,
         }
+    }
+}
+
+#[cfg(test)]
+mod kind_tests {
+    use super::ErrorKind;
+
+    /// `ALL` holds every kind once, in declaration order. The match has no
+    /// wildcard: a new kind does not compile here until it is given its
+    /// place, which the loop then requires in `ALL`.
+    #[test]
+    fn all_holds_every_kind_in_declaration_order() {
+        let place = |k: ErrorKind| match k {
+            ErrorKind::JsonInvalid => 0,
+            ErrorKind::Missing => 1,
+            ErrorKind::ExtraForbidden => 2,
+            ErrorKind::ModelType => 3,
+            ErrorKind::DictType => 4,
+            ErrorKind::ListType => 5,
+            ErrorKind::StringType => 6,
+            ErrorKind::IntType => 7,
+            ErrorKind::BoolType => 8,
+            ErrorKind::LiteralError => 9,
+            ErrorKind::StringTooShort => 10,
+            ErrorKind::GreaterThan => 11,
+            ErrorKind::GreaterThanEqual => 12,
+            ErrorKind::FiniteNumber => 13,
+            ErrorKind::RecursionDepthExceeded => 14,
+            ErrorKind::ValueError => 15,
+            ErrorKind::IntOutOfRange => 16,
+            ErrorKind::CandidatesMismatch => 17,
+            ErrorKind::FloatType => 18,
+            ErrorKind::StringPatternMismatch => 19,
+            ErrorKind::CoachingMismatch => 20,
+        };
+        for (i, k) in ErrorKind::ALL.iter().enumerate() {
+            assert_eq!(place(*k), i, "{k} out of place in ErrorKind::ALL");
+        }
+        // The kind declared last has the highest place: none is left out.
+        assert_eq!(place(ErrorKind::CoachingMismatch) + 1, ErrorKind::ALL.len());
     }
 }

@@ -28,6 +28,6 @@ pub use exchange::{
 };
 pub use json::{Json, Location, Map, Number, Object, Position, Segment};
 pub use json::{ValueConversionError, ValueLocation};
-pub use limits::{MAX_FREE_FORM_DEPTH, MAX_JSON_DEPTH};
+pub use limits::{MAX_FREE_FORM_DEPTH, MAX_JSON_DEPTH, MAX_REPORTED_ERRORS};
 pub use model::*;
 pub use validate::{EmptyStringError, NonEmptyString, duplicate_keys};

@@ -14,6 +14,13 @@ pub const MAX_JSON_DEPTH: usize = 1497;
 /// 254 containers is refused.
 pub const MAX_FREE_FORM_DEPTH: usize = 254;
 
+/// The most problems one validation keeps: the first ones, in the order
+/// (and with the content) the reference reports them. Further problems are
+/// counted (the error's `omitted` count) but not kept, so that
+/// a hostile document (`[0, 0, ...]` where objects belong) cannot make its
+/// error list, or a `422` body, grow with its length.
+pub const MAX_REPORTED_ERRORS: usize = 100;
+
 /// What every reading of a document applies.
 pub(crate) const READ: Limits = Limits {
     depth: MAX_JSON_DEPTH,

@@ -20,7 +20,7 @@ use crate::error::{Error, ErrorKind, Issue};
 use crate::json::{
     FreeFormProblem, Json, Location, Map, Number, Object, Segment, check_free_form, parse,
 };
-use crate::limits::{MAX_FREE_FORM_DEPTH, READ};
+use crate::limits::{MAX_FREE_FORM_DEPTH, MAX_REPORTED_ERRORS, READ};
 
 #[derive(Clone, Copy)]
 pub(crate) enum PathSeg {
@@ -34,6 +34,8 @@ pub(crate) struct Validation {
     model: &'static str,
     path: Vec<PathSeg>,
     issues: Vec<Issue>,
+    /// Problems found past [`MAX_REPORTED_ERRORS`]: counted, not kept.
+    omitted: usize,
 }
 
 impl Validation {
@@ -42,6 +44,7 @@ impl Validation {
             model,
             path: Vec::with_capacity(8),
             issues: Vec::new(),
+            omitted: 0,
         }
     }
 
@@ -58,16 +61,9 @@ impl Validation {
         Location::from(segs)
     }
 
-    pub(crate) fn report(
-        &mut self,
-        kind: ErrorKind,
-        msg: impl Into<String>,
-        input: Json,
-    ) -> &mut Issue {
+    pub(crate) fn report(&mut self, kind: ErrorKind, msg: impl Into<String>, input: Json) {
         let issue = Issue::new(kind, self.location([]), msg).with_input(input);
-        self.issues.push(issue);
-        let last = self.issues.len() - 1;
-        &mut self.issues[last]
+        self.push(issue);
     }
 
     pub(crate) fn report_ctx(
@@ -81,7 +77,7 @@ impl Validation {
         let issue = Issue::new(kind, self.location([]), msg)
             .with_input(input)
             .with_ctx(key, val);
-        self.issues.push(issue);
+        self.push(issue);
     }
 
     pub(crate) fn at<T>(&mut self, seg: PathSeg, f: impl FnOnce(&mut Validation) -> T) -> T {
@@ -100,9 +96,14 @@ impl Validation {
         self.at(PathSeg::Field(key), f)
     }
 
-    /// Records a problem found by a model-level rule.
+    /// Records a problem: kept while fewer than [`MAX_REPORTED_ERRORS`]
+    /// are, counted (and dropped, with the input it carried) after.
     pub(crate) fn push(&mut self, issue: Issue) {
-        self.issues.push(issue);
+        if self.issues.len() < MAX_REPORTED_ERRORS {
+            self.issues.push(issue);
+        } else {
+            self.omitted += 1;
+        }
     }
 
     /// Validates a whole document as the model `model`: `f` reads the value,
@@ -112,20 +113,35 @@ impl Validation {
         value: Json,
         f: impl FnOnce(Json, &mut Validation) -> Option<T>,
     ) -> Result<T, Error> {
+        Validation::document_counted(model, value, 0, f)
+    }
+
+    /// [`document`](Validation::document) of a value read by
+    /// [`parse_shaped_counted`](crate::json::parse_shaped_counted) with
+    /// [`MAX_REPORTED_ERRORS`] kept: `dropped` scalars were not built, each
+    /// an error past the cap (it follows that many errors of its own list).
+    pub(crate) fn document_counted<T>(
+        model: &'static str,
+        value: Json,
+        dropped: usize,
+        f: impl FnOnce(Json, &mut Validation) -> Option<T>,
+    ) -> Result<T, Error> {
         let mut cx = Validation::new(model);
         let out = f(value, &mut cx);
+        cx.omitted += dropped;
         cx.finish_opt(out)
     }
 
+    /// Problems found so far, kept or only counted.
     pub(crate) fn count(&self) -> usize {
-        self.issues.len()
+        self.issues.len() + self.omitted
     }
 
     pub(crate) fn finish<T>(self, value: T) -> Result<T, Error> {
         if self.issues.is_empty() {
             Ok(value)
         } else {
-            Err(Error::new(self.model, self.issues))
+            Err(Error::new(self.model, self.issues).with_omitted(self.omitted))
         }
     }
 
@@ -142,7 +158,7 @@ impl Validation {
                         "invalid",
                     ));
                 }
-                Err(Error::new(self.model, issues))
+                Err(Error::new(self.model, issues).with_omitted(self.omitted))
             }
         }
     }
@@ -413,9 +429,10 @@ pub(crate) fn model_map<T>(
             model: cx.model,
             path: Vec::new(),
             issues: Vec::new(),
+            omitted: 0,
         };
         match item(value, &mut sub) {
-            Some(t) if sub.issues.is_empty() => {
+            Some(t) if sub.issues.is_empty() && sub.omitted == 0 => {
                 if ok {
                     out.push_unique(key, t);
                 }
@@ -423,8 +440,10 @@ pub(crate) fn model_map<T>(
             _ => {
                 ok = false;
                 let prefix = cx.location([Segment::Key(key)]);
-                cx.issues
-                    .extend(sub.issues.into_iter().map(|issue| issue.prefixed(&prefix)));
+                cx.omitted += sub.omitted;
+                for issue in sub.issues {
+                    cx.push(issue.prefixed(&prefix));
+                }
             }
         }
     }
@@ -511,14 +530,17 @@ fn check_value_at(o: &Object, i: usize, value: &Json, cx: &mut Validation, limit
         model: cx.model,
         path: Vec::new(),
         issues: Vec::new(),
+        omitted: 0,
     };
     check_free_form_at(value, &mut sub, limit);
     if sub.issues.is_empty() {
         return;
     }
     let prefix = cx.location([Segment::Key(o.entries()[i].0.clone())]);
-    cx.issues
-        .extend(sub.issues.into_iter().map(|issue| issue.prefixed(&prefix)));
+    for issue in sub.issues {
+        cx.push(issue.prefixed(&prefix));
+    }
+    cx.omitted += sub.omitted;
 }
 
 /// Checks a free-form value (see [`check_free_form`]), reporting each
@@ -535,8 +557,7 @@ fn check_free_form_at(root: &Json, cx: &mut Validation, limit: usize) {
             ),
         };
         let loc = cx.location(segs);
-        cx.issues
-            .push(Issue::new(kind, loc, msg).with_input(value.clone()));
+        cx.push(Issue::new(kind, loc, msg).with_input(value.clone()));
     });
 }
 
@@ -615,7 +636,7 @@ impl Fields {
     pub(crate) fn finish(self, cx: &mut Validation) -> bool {
         for (key, value) in self.obj {
             let loc = cx.location([Segment::Key(key)]);
-            cx.issues.push(
+            cx.push(
                 Issue::new(
                     ErrorKind::ExtraForbidden,
                     loc,
@@ -641,7 +662,7 @@ pub(crate) fn bool_map(v: Json, cx: &mut Validation) -> Option<Map<bool>> {
             other => {
                 ok = false;
                 let loc = cx.location([Segment::Key(key)]);
-                cx.issues.push(
+                cx.push(
                     Issue::new(ErrorKind::BoolType, loc, "Input should be a valid boolean")
                         .with_input(other),
                 );

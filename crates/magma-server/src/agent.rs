@@ -63,9 +63,16 @@ pub trait Agent: Send + Sync + 'static {
     /// `Err` rejects the whole request with `422`: use it for inputs this
     /// agent refuses, not for model failures.
     ///
-    /// The server has already checked the request and the
-    /// [`max_candidates`](crate::Config::max_candidates) cap, so
-    /// `num_outputs` fits in memory.
+    /// The server has already checked the request, the
+    /// [`max_candidates`](crate::Config::max_candidates) cap and that the
+    /// candidates, each carrying the input's memory, fit in
+    /// [`max_response_bytes`](crate::Config::max_response_bytes), so
+    /// `num_outputs` fits in memory. An answer that still turns out larger
+    /// than that limit (long decisions, grown memory) is replaced by a
+    /// `500`; an agent that can tell in advance should reject the request
+    /// instead ([`RequestContext::max_response_bytes`](crate::RequestContext::max_response_bytes)
+    /// gives the limit). Candidates that return the input's memory unchanged
+    /// (`input.memory.clone()`) share its text rather than copy it.
     fn respond(
         &self,
         input: &AgentInput,

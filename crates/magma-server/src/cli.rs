@@ -45,7 +45,8 @@ as text or, with --log-format json, as JSON objects; set RUST_LOG to change what
 e.g. RUST_LOG=magma_server=debug (default: info).
 Request and response bodies, and so agent memory, are never logged at the default level.
 
-Exit status: 0 after a shutdown on SIGINT or SIGTERM; 1 if the server could not start
+Exit status: 0 after a shutdown on SIGINT or SIGTERM (130 when a second signal cut the drain
+short); 1 if the server could not start
 (address in use or not local, unreadable or mismatched TLS files); 2 for invalid flags or
 environment variables (a malformed value or address, flags that do not go together).";
 
@@ -77,6 +78,11 @@ pub struct ServerArgs {
           value_parser = positive_usize)]
     pub max_connections: usize,
 
+    /// Requests one HTTP/2 connection may have open at once
+    #[arg(env = "MAGMA_SERVER_MAX_CONCURRENT_STREAMS", long, value_name = "N", default_value_t = Config::DEFAULT_MAX_CONCURRENT_STREAMS,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_concurrent_streams: u32,
+
     /// Inferences running at once at most; further requests wait (health and info never do)
     #[arg(env = "MAGMA_SERVER_MAX_CONCURRENT_INFERENCES", long, value_name = "N", default_value_t = Config::DEFAULT_MAX_CONCURRENT_INFERENCES,
           value_parser = positive_usize)]
@@ -86,6 +92,11 @@ pub struct ServerArgs {
     #[arg(env = "MAGMA_SERVER_MAX_CANDIDATES", long, value_name = "N", default_value_t = Config::DEFAULT_MAX_CANDIDATES,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub max_candidates: u64,
+
+    /// Largest answer of POST /v1/responses in bytes; a request whose answer would be larger gets 422, an agent answer that is larger 500
+    #[arg(env = "MAGMA_SERVER_MAX_RESPONSE_BYTES", long, value_name = "BYTES", default_value_t = Config::DEFAULT_MAX_RESPONSE_BYTES,
+          value_parser = clap::value_parser!(u64).range(1024..))]
+    pub max_response_bytes: u64,
 
     /// Seconds allowed per inference, including the wait for a slot; 504 when exceeded [default: no limit]
     #[arg(env = "MAGMA_SERVER_INFERENCE_TIMEOUT_SECS", long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
@@ -294,8 +305,10 @@ impl ServerArgs {
             header_timeout: secs(self.header_timeout_secs),
             body_timeout: secs(self.body_timeout_secs),
             max_connections: self.max_connections,
+            max_concurrent_streams: self.max_concurrent_streams,
             max_concurrent_inferences: self.max_concurrent_inferences,
             max_candidates: self.max_candidates,
+            max_response_bytes: self.max_response_bytes,
             inference_timeout: self.inference_timeout_secs.map(secs),
             shutdown_grace: secs(self.shutdown_grace_secs),
             path_prefix: self.path_prefix.clone(),
@@ -550,22 +563,36 @@ fn serve_program<A: Agent>(
             return ExitCode::from(1);
         }
     };
-    runtime.block_on(async move {
-        let server = match args.server().await {
-            Ok(server) => server,
-            Err(e) => {
-                eprintln!("error: {e}");
-                return ExitCode::from(e.exit_code());
+    let code = runtime.block_on(async move {
+        let serve = async move {
+            let server = match args.server().await {
+                Ok(server) => server,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return ExitCode::from(e.exit_code());
+                }
+            };
+            match start {
+                None => {
+                    server.serve(agent, shutdown_signal()).await;
+                    ExitCode::SUCCESS
+                }
+                Some(start) => startup::serve(server, agent, start).await,
             }
         };
-        match start {
-            None => {
-                server.serve(agent, shutdown_signal()).await;
-                ExitCode::SUCCESS
+        tokio::select! {
+            code = serve => code,
+            () = second_signal() => {
+                tracing::warn!(
+                    "second shutdown signal; exiting without waiting for the remaining requests"
+                );
+                ExitCode::from(130)
             }
-            Some(start) => startup::serve(server, agent, start).await,
         }
-    })
+    });
+    // Stalled connections and long parses are not waited for.
+    runtime.shutdown_background();
+    code
 }
 
 impl ServerArgs {
@@ -605,8 +632,20 @@ pub fn init_logging_as(format: LogFormat) {
     };
 }
 
+/// Completes on the second SIGINT or SIGTERM (the first starts the drain).
+async fn second_signal() {
+    signal_received().await;
+    signal_received().await;
+}
+
 /// Completes on SIGINT (Ctrl-C) or, on Unix, SIGTERM.
 pub async fn shutdown_signal() {
+    let name = signal_received().await;
+    tracing::info!("{name} received; shutting down");
+}
+
+/// Which of SIGINT or SIGTERM arrived first, from now on.
+async fn signal_received() -> &'static str {
     let interrupt = async {
         if tokio::signal::ctrl_c().await.is_err() {
             std::future::pending::<()>().await;
@@ -625,8 +664,8 @@ pub async fn shutdown_signal() {
     #[cfg(not(unix))]
     let terminate = std::future::pending::<()>();
     tokio::select! {
-        () = interrupt => tracing::info!("SIGINT received; shutting down"),
-        () = terminate => tracing::info!("SIGTERM received; shutting down"),
+        () = interrupt => "SIGINT",
+        () = terminate => "SIGTERM",
     }
 }
 
@@ -689,6 +728,8 @@ mod tests {
         assert_eq!(c.max_connections, d.max_connections);
         assert_eq!(c.max_concurrent_inferences, d.max_concurrent_inferences);
         assert_eq!(c.max_candidates, d.max_candidates);
+        assert_eq!(c.max_response_bytes, d.max_response_bytes);
+        assert_eq!(c.max_concurrent_streams, d.max_concurrent_streams);
         assert_eq!(c.inference_timeout, d.inference_timeout);
         assert_eq!(c.shutdown_grace, d.shutdown_grace);
         assert_eq!(c.tls_handshake_timeout, d.tls_handshake_timeout);

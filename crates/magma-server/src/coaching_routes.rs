@@ -21,6 +21,7 @@ use crate::handler::{
     BoxError, Ids, Reply, Shared, detail, internal_error, json_body, json_response, truncate,
     within,
 };
+use crate::limits;
 use crate::unwind::{CatchUnwind, panic_message};
 
 /// The `detail` of a `409`, as magma-core words it.
@@ -95,15 +96,15 @@ where
         Ok(bytes) => bytes,
         Err(reply) => return reply,
     };
-    let config = match CoachingSessionConfig::from_slice(&bytes) {
-        Ok(config) => config,
-        Err(e) => {
+    let config = match limits::parse_body(bytes, CoachingSessionConfig::from_slice).await {
+        Some(Ok(config)) => config,
+        None => return Reply::new(internal_error()),
+        Some(Err(e)) => {
             tracing::debug!(error = %e, "invalid CoachingSessionConfig; answered 422");
             let body = e.to_fastapi_body().to_json_string();
             return Reply::new(json_response(StatusCode::UNPROCESSABLE_ENTITY, body));
         }
     };
-    drop(bytes);
     let opened = shared
         .sessions
         .open(&run_id, config, |id, config| async move {
@@ -144,15 +145,15 @@ where
         Ok(bytes) => bytes,
         Err(reply) => return reply,
     };
-    let request = match SpecializedCoachingRequest::from_slice(&bytes) {
-        Ok(request) => request,
-        Err(e) => {
+    let request = match limits::parse_body(bytes, SpecializedCoachingRequest::from_slice).await {
+        Some(Ok(request)) => request,
+        None => return Reply::new(internal_error()),
+        Some(Err(e)) => {
             tracing::debug!(error = %e, "invalid SpecializedCoachingRequest; answered 422");
             let body = e.to_fastapi_body().to_json_string();
             return Reply::new(json_response(StatusCode::UNPROCESSABLE_ENTITY, body));
         }
     };
-    drop(bytes);
     let id = truncate(request.request_id().to_owned());
     ids.set_body(&id);
     let Some(held) = shared.sessions.hold(request.run_id()) else {
@@ -198,7 +199,23 @@ where
     };
     let response = with_logs(&request, &context, response);
     drop(held);
-    Reply::new(json_response(StatusCode::OK, response.to_json_string()))
+    let body = response.to_json_string();
+    drop(response);
+    if body.len() as u64 > shared.max_response_bytes {
+        tracing::error!(
+            bytes = body.len(),
+            limit = shared.max_response_bytes,
+            "the coach's answer is larger than the response limit; answered 500"
+        );
+        let msg = format!(
+            "Internal Server Error: the coach's answer is larger than the server's response \
+             limit of {} bytes ({} bytes)",
+            shared.max_response_bytes,
+            body.len()
+        );
+        return Reply::new(detail(StatusCode::INTERNAL_SERVER_ERROR, &msg));
+    }
+    Reply::new(json_response(StatusCode::OK, body))
 }
 
 /// Runs the agent's coach on `request`: its answer once it passes

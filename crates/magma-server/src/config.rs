@@ -35,6 +35,10 @@ pub struct Config {
     /// Open connections at most (default 512). When reached, the server stops
     /// accepting until one closes; the operating system queues the rest.
     pub max_connections: usize,
+    /// Requests one HTTP/2 connection may have open at once (default 16;
+    /// HTTP/1.1 has one). With [`max_body_bytes`](Config::max_body_bytes) it
+    /// bounds the request bodies one connection can make the server hold.
+    pub max_concurrent_streams: u32,
     /// Inferences (`POST /v1/responses` handled by the agent) running at
     /// once, at most (default 64). Further requests wait for a slot;
     /// `/health` and `/v1/info` never wait.
@@ -43,6 +47,14 @@ pub struct Config {
     /// `num_outputs` (default 1024). More is answered `422` with a string
     /// `detail` before the agent is called.
     pub max_candidates: u64,
+    /// Largest `200` body of `POST /v1/responses`, in bytes (default
+    /// 16 MiB). A request whose answer would be larger when every candidate
+    /// carries its input's memory (as the contract asks) is answered `422`
+    /// with a string `detail` before the agent is called; an agent answer
+    /// that turns out larger while it is written is answered `500` with a
+    /// JSON `detail`. Agents can read it from
+    /// [`RequestContext::max_response_bytes`](crate::RequestContext::max_response_bytes).
+    pub max_response_bytes: u64,
     /// Time allowed for an inference, including the wait for a slot
     /// (default: none). When it runs out the agent's work is dropped and the
     /// client gets `504` with a JSON `detail`.
@@ -82,10 +94,14 @@ impl Config {
     pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(60);
     /// Default [`max_connections`](Config::max_connections): 512.
     pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
+    /// Default [`max_concurrent_streams`](Config::max_concurrent_streams): 16.
+    pub const DEFAULT_MAX_CONCURRENT_STREAMS: u32 = 16;
     /// Default [`max_concurrent_inferences`](Config::max_concurrent_inferences): 64.
     pub const DEFAULT_MAX_CONCURRENT_INFERENCES: usize = 64;
     /// Default [`max_candidates`](Config::max_candidates): 1024.
     pub const DEFAULT_MAX_CANDIDATES: u64 = 1024;
+    /// Default [`max_response_bytes`](Config::max_response_bytes): 16 MiB.
+    pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = 16 * 1024 * 1024;
     /// Default [`shutdown_grace`](Config::shutdown_grace): 30 s.
     pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
     /// Default [`tls_handshake_timeout`](Config::tls_handshake_timeout): 10 s.
@@ -110,6 +126,9 @@ impl Config {
         if self.max_connections == 0 {
             return bad("max_connections must be at least 1");
         }
+        if self.max_concurrent_streams == 0 {
+            return bad("max_concurrent_streams must be at least 1");
+        }
         if self.max_concurrent_inferences == 0 {
             return bad("max_concurrent_inferences must be at least 1");
         }
@@ -120,6 +139,9 @@ impl Config {
         }
         if self.max_candidates == 0 {
             return bad("max_candidates must be at least 1");
+        }
+        if self.max_response_bytes < 1024 {
+            return bad("max_response_bytes must be at least 1024");
         }
         if self.header_timeout.is_zero()
             || self.body_timeout.is_zero()
@@ -144,8 +166,10 @@ impl Default for Config {
             header_timeout: Config::DEFAULT_HEADER_TIMEOUT,
             body_timeout: Config::DEFAULT_BODY_TIMEOUT,
             max_connections: Config::DEFAULT_MAX_CONNECTIONS,
+            max_concurrent_streams: Config::DEFAULT_MAX_CONCURRENT_STREAMS,
             max_concurrent_inferences: Config::DEFAULT_MAX_CONCURRENT_INFERENCES,
             max_candidates: Config::DEFAULT_MAX_CANDIDATES,
+            max_response_bytes: Config::DEFAULT_MAX_RESPONSE_BYTES,
             inference_timeout: None,
             shutdown_grace: Config::DEFAULT_SHUTDOWN_GRACE,
             path_prefix: None,

@@ -47,6 +47,7 @@ struct Inner {
     header_id: Option<String>,
     client: Option<IpAddr>,
     span: tracing::Span,
+    max_response_bytes: Option<u64>,
 }
 
 impl RequestContext {
@@ -61,7 +62,25 @@ impl RequestContext {
             header_id,
             client,
             span,
+            max_response_bytes: None,
         }))
+    }
+
+    /// The server's response-size limit, set before the context is shared.
+    pub(crate) fn with_max_response_bytes(mut self, limit: u64) -> RequestContext {
+        if let Some(inner) = Arc::get_mut(&mut self.0) {
+            inner.max_response_bytes = Some(limit);
+        }
+        self
+    }
+
+    /// The largest answer the server sends for this request, in bytes
+    /// ([`Config::max_response_bytes`](crate::Config::max_response_bytes));
+    /// a longer answer is replaced by a `500`. An agent whose answer would
+    /// pass it can reject the request instead, with a message that says why.
+    /// `None` outside a server's inference.
+    pub fn max_response_bytes(&self) -> Option<u64> {
+        self.0.max_response_bytes
     }
 
     /// The context of the inference this code runs in, or `None` outside

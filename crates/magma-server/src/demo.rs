@@ -11,6 +11,7 @@ use magma_protocol::{
     Json, NonEmptyString, Object, ToolCall, json,
 };
 
+use crate::RequestContext;
 use crate::agent::{Agent, Rejection};
 use crate::coaching::{CoachError, CoachingContext};
 
@@ -35,6 +36,11 @@ use crate::coaching::{CoachError, CoachingContext};
 ///
 /// A `delay_ms` or `memory.steps` of the wrong type or range is rejected
 /// with `422 {"detail": "..."}`, which shows an agent-specific rejection.
+/// So is a request whose answer (each candidate repeats the input's memory
+/// and content) would be larger than the server's response limit
+/// ([`RequestContext::max_response_bytes`]): the demo refuses before it
+/// builds any candidate, instead of building an answer the server would
+/// replace by a `500`.
 ///
 /// # Coaching
 ///
@@ -109,6 +115,7 @@ impl Agent for DemoAgent {
     }
 
     async fn respond(&self, input: &AgentInput) -> Result<Vec<Candidate>, Rejection> {
+        fits(std::slice::from_ref(input))?;
         let (delay, steps) = checked(input)?;
         if delay > 0 {
             tokio::time::sleep(Duration::from_millis(delay)).await;
@@ -124,6 +131,7 @@ impl Agent for DemoAgent {
         &self,
         request: &AgentRequest,
     ) -> Result<Vec<Vec<Candidate>>, Rejection> {
+        fits(request.inputs())?;
         let mut longest = 0;
         let mut steps = Vec::with_capacity(request.inputs().len());
         for input in request.inputs() {
@@ -255,6 +263,35 @@ fn coached(payload: &Json) -> Result<AgentDecision, AgentError> {
         .with_component("demo")),
         Err(e) => Err(AgentError::new("invalid_output", e.to_string()).with_component("demo")),
     }
+}
+
+/// About how long the demo's answer to `inputs` is: per candidate, the
+/// memory, the echoed content and the fixed fields.
+fn answer_bytes(inputs: &[AgentInput]) -> u128 {
+    inputs
+        .iter()
+        .map(|i| {
+            let each = i.memory.json_len_hint() + i.instruction.content.len() + 200;
+            u128::from(i.num_outputs.get()) * each as u128
+        })
+        .sum()
+}
+
+/// A rejection when the answer to `inputs` would pass the response limit
+/// of the server this inference runs in.
+fn fits(inputs: &[AgentInput]) -> Result<(), Rejection> {
+    let Some(limit) = RequestContext::current().and_then(|c| c.max_response_bytes()) else {
+        return Ok(());
+    };
+    let bytes = answer_bytes(inputs);
+    if bytes <= u128::from(limit) {
+        return Ok(());
+    }
+    Err(Rejection::new(format!(
+        "The demo agent's answer would be about {bytes} bytes (every candidate repeats the \
+         input's memory and content), more than this server's response limit of {limit} \
+         bytes: ask for fewer candidates or send less"
+    )))
 }
 
 /// `extra_keys.delay_ms` and `memory.steps` of `input`, or the rejection.

@@ -11,7 +11,7 @@ use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http::header::{ALLOW, CONNECTION, CONTENT_TYPE, HeaderName, HeaderValue};
+use http::header::{ALLOW, CONNECTION, CONTENT_TYPE, HOST, HeaderName, HeaderValue};
 use http::{HeaderMap, Method, Request, Response, StatusCode, Version};
 use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
 use hyper::body::Body;
@@ -24,6 +24,7 @@ use crate::coaching::Sessions;
 use crate::config::Config;
 use crate::context::RequestContext;
 use crate::forwarded::{TrustedProxy, client_ip};
+use crate::limits;
 use crate::unwind::{CatchUnwind, panic_message};
 
 /// The error type of request bodies the handler accepts.
@@ -36,6 +37,7 @@ pub(crate) struct Shared<A> {
     pub(crate) max_body_bytes: u64,
     pub(crate) body_timeout: Duration,
     pub(crate) max_candidates: u64,
+    pub(crate) max_response_bytes: u64,
     pub(crate) inference_timeout: Option<Duration>,
     pub(crate) inferences: Semaphore,
     /// The open coaching sessions.
@@ -89,6 +91,7 @@ impl<A> Shared<A> {
             max_body_bytes: config.max_body_bytes,
             body_timeout: config.body_timeout,
             max_candidates: config.max_candidates,
+            max_response_bytes: config.max_response_bytes,
             inference_timeout: config.inference_timeout,
             inferences: Semaphore::new(config.max_concurrent_inferences),
             sessions: Sessions::default(),
@@ -134,12 +137,14 @@ pub(crate) enum Failure {
     Panic,
     Miscount,
     Rejection,
+    /// The answer passed the response-size limit while it was written.
+    Oversized,
 }
 
 impl Failure {
     /// How many there are.
     #[cfg(feature = "metrics")]
-    pub(crate) const COUNT: usize = 4;
+    pub(crate) const COUNT: usize = 5;
 }
 
 /// An answer plus what the access log needs.
@@ -186,7 +191,11 @@ const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 const MAX_LOGGED_ID: usize = 128;
 
 pub(crate) fn json_response(status: StatusCode, body: String) -> Response<Full<Bytes>> {
-    let mut r = Response::new(Full::new(Bytes::from(body)));
+    bytes_response(status, Bytes::from(body))
+}
+
+pub(crate) fn bytes_response(status: StatusCode, body: Bytes) -> Response<Full<Bytes>> {
+    let mut r = Response::new(Full::new(body));
     *r.status_mut() = status;
     r.headers_mut().insert(CONTENT_TYPE, JSON);
     r
@@ -324,9 +333,9 @@ impl Access {
         let id = self.ids.body.get_or_init(generated_id);
         // The caller's own id comes back when it sent one.
         let echoed = self.ids.header.as_deref().unwrap_or(id);
-        if let Ok(v) = HeaderValue::from_str(echoed) {
-            response.headers_mut().insert(REQUEST_ID, v);
-        }
+        response
+            .headers_mut()
+            .insert(REQUEST_ID, request_id_header(echoed));
         if close && self.version <= Version::HTTP_11 {
             response
                 .headers_mut()
@@ -383,6 +392,13 @@ where
     B: Body<Data = Bytes>,
     B::Error: Into<BoxError>,
 {
+    if req.version() == Version::HTTP_11 && !one_host(req.headers()) {
+        return Reply::new(detail(
+            StatusCode::BAD_REQUEST,
+            "Bad Request: an HTTP/1.1 request must carry exactly one Host header",
+        ))
+        .closing();
+    }
     let full = req.uri().path();
     let path = match &shared.prefix {
         None => Some(full),
@@ -398,15 +414,21 @@ where
             (Route::CoachingSession, "PUT, DELETE")
         }
         Some("/v1/coaching") => (Route::Coaching, "POST"),
-        Some("/health") => (Route::Health, "GET"),
-        Some("/v1/info") => (Route::Info, "GET"),
+        Some("/health") => (Route::Health, "GET, HEAD"),
+        Some("/v1/info") => (Route::Info, "GET, HEAD"),
         Some("/v1/responses") => (Route::Responses, "POST"),
-        Some("/openapi.json") => (Route::OpenApi, "GET"),
+        Some("/openapi.json") => (Route::OpenApi, "GET, HEAD"),
         #[cfg(feature = "metrics")]
-        Some("/metrics") if shared.metrics.is_some() => (Route::Metrics, "GET"),
+        Some("/metrics") if shared.metrics.is_some() => (Route::Metrics, "GET, HEAD"),
         _ => return Reply::new(detail(StatusCode::NOT_FOUND, "Not Found")),
     };
-    let reply = match (route, req.method()) {
+    // `HEAD` is answered as `GET` on the `GET` routes; hyper sends the
+    // head (with the `Content-Length` of the body) and drops the body.
+    let method = match req.method() {
+        &Method::HEAD => &Method::GET,
+        other => other,
+    };
+    let reply = match (route, method) {
         (Route::Health, &Method::GET) => Reply::new(health(&shared.agent)),
         (Route::Info, &Method::GET) => Reply::new(json_response(
             StatusCode::OK,
@@ -437,6 +459,12 @@ where
         }
     };
     reply.at(route)
+}
+
+/// RFC 9112, section 3.2: an HTTP/1.1 request has exactly one `Host`.
+fn one_host(headers: &HeaderMap) -> bool {
+    let mut hosts = headers.get_all(HOST).iter();
+    hosts.next().is_some() && hosts.next().is_none()
 }
 
 /// The Prometheus text of the server's registry.
@@ -599,15 +627,15 @@ where
         Ok(bytes) => bytes,
         Err(reply) => return reply,
     };
-    let request = match AgentRequest::from_slice(&bytes) {
-        Ok(request) => request,
-        Err(e) => {
+    let request = match limits::parse_body(bytes, AgentRequest::from_slice).await {
+        Some(Ok(request)) => request,
+        Some(Err(e)) => {
             tracing::debug!(error = %e, "invalid AgentRequest; answered 422");
             let body = e.to_fastapi_body().to_json_string();
             return Reply::new(json_response(StatusCode::UNPROCESSABLE_ENTITY, body));
         }
+        None => return Reply::new(internal_error()),
     };
-    drop(bytes);
     let id = truncate(request.request_id().to_owned());
     ids.set_body(&id);
     let wanted = request.expected_candidates();
@@ -616,6 +644,15 @@ where
             "The request asks for {wanted} candidates in total (the sum of num_outputs); \
              this server answers at most {} per request",
             shared.max_candidates
+        );
+        return Reply::new(detail(StatusCode::UNPROCESSABLE_ENTITY, &msg));
+    }
+    let expected = limits::expected_answer_bytes(&request);
+    if expected > u128::from(shared.max_response_bytes) {
+        let msg = format!(
+            "The answer to this request would be at least {expected} bytes (every candidate \
+             carries its input's memory); this server answers at most {} bytes per request",
+            shared.max_response_bytes
         );
         return Reply::new(detail(StatusCode::UNPROCESSABLE_ENTITY, &msg));
     }
@@ -630,7 +667,8 @@ where
         };
     }
     // The context owns the id from here on; the logs below borrow it.
-    let context = RequestContext::new(id, ids.header.clone(), ids.client, ids.span.clone());
+    let context = RequestContext::new(id, ids.header.clone(), ids.client, ids.span.clone())
+        .with_max_response_bytes(shared.max_response_bytes);
     let id = context.request_id();
     tracing::debug!(
         request_id = ?id,
@@ -694,10 +732,26 @@ where
                     .count() as u64;
                 m.candidates(n as u64 - errors, errors);
             }
-            let body = response.to_json_string();
-            Reply {
-                candidates: Some(n),
-                ..Reply::new(json_response(StatusCode::OK, body))
+            match limits::write_candidates(response.into_candidates(), shared.max_response_bytes) {
+                Ok(body) => Reply {
+                    candidates: Some(n),
+                    ..Reply::new(bytes_response(StatusCode::OK, body))
+                },
+                Err(oversized) => {
+                    shared.failed(Failure::Oversized);
+                    tracing::error!(
+                        request_id = ?id,
+                        at_least = oversized.at_least,
+                        limit = shared.max_response_bytes,
+                        "the agent's answer is larger than the response limit; answered 500"
+                    );
+                    let msg = format!(
+                        "Internal Server Error: the agent's answer is larger than the server's \
+                         response limit of {} bytes (at least {} bytes)",
+                        shared.max_response_bytes, oversized.at_least
+                    );
+                    Reply::new(detail(StatusCode::INTERNAL_SERVER_ERROR, &msg))
+                }
             }
         }
         Err(e) => {
@@ -713,6 +767,31 @@ where
             Reply::new(detail(StatusCode::INTERNAL_SERVER_ERROR, &msg))
         }
     }
+}
+
+/// `id` as a header value: as it is when it is visible ASCII (the usual
+/// case), else with every byte outside `!`..`~` and every `%`
+/// percent-escaped (`a\nb` gives `a%0Ab`), so that the header is always
+/// there and says which id it was.
+fn request_id_header(id: &str) -> HeaderValue {
+    let visible = |b: &u8| (0x21..=0x7e).contains(b);
+    if let Some(v) = id
+        .bytes()
+        .all(|b| visible(&b))
+        .then(|| HeaderValue::from_str(id).ok())
+        .flatten()
+    {
+        return v;
+    }
+    let mut escaped = String::with_capacity(id.len() * 3);
+    for b in id.bytes() {
+        if visible(&b) && b != b'%' {
+            escaped.push(char::from(b));
+        } else {
+            escaped.push_str(&format!("%{b:02X}"));
+        }
+    }
+    HeaderValue::from_str(&escaped).unwrap_or_else(|_| HeaderValue::from_static("-"))
 }
 
 /// Cuts an id to [`MAX_LOGGED_ID`] characters.
@@ -780,6 +859,18 @@ mod tests {
         let cut = truncate(long);
         assert_eq!(cut.chars().count(), MAX_LOGGED_ID);
         assert_eq!(truncate("abc".into()), "abc");
+    }
+
+    #[test]
+    fn request_ids_always_make_a_header() {
+        assert_eq!(request_id_header("req-1_a.B"), "req-1_a.B");
+        assert_eq!(request_id_header("a\nb\u{0}"), "a%0Ab%00");
+        assert_eq!(request_id_header("50% é"), "50%25%20%C3%A9");
+        assert_eq!(
+            request_id_header("a%b"),
+            "a%b",
+            "visible ASCII is kept as it is"
+        );
     }
 
     #[test]

@@ -18,6 +18,7 @@ pub mod demo;
 mod error;
 mod forwarded;
 mod handler;
+mod limits;
 mod server;
 mod service;
 #[cfg(feature = "metrics")]

@@ -118,7 +118,7 @@ impl Server {
             .as_ref()
             .map(|t| tokio_rustls::TlsAcceptor::from(t.rustls_config()));
         let shared = Arc::new(Shared::new(agent, &config));
-        let builder = Arc::new(http_builder());
+        let builder = Arc::new(http_builder(&config));
         let connections = Arc::new(Semaphore::new(config.max_connections));
         let (stop_tx, stop_rx) = watch::channel(false);
         let mut tasks = JoinSet::new();
@@ -217,14 +217,18 @@ fn is_tls(config: &Config) -> bool {
     }
 }
 
-fn http_builder() -> auto::Builder<TokioExecutor> {
+fn http_builder(config: &Config) -> auto::Builder<TokioExecutor> {
     let mut builder = auto::Builder::new(TokioExecutor::new());
     // The header timeout is the connection's idle timer (`serve_io`), armed
     // once per timeout period rather than once per request as hyper's is.
     builder.http1().header_read_timeout(None).keep_alive(true);
+    // HTTP/2: at most `max_concurrent_streams` requests (and so bodies) at
+    // once per connection, as HTTP/1.1 has one; the idle timer closes it as
+    // it closes an HTTP/1.1 connection.
     builder
         .http2()
         .timer(TokioTimer::new())
+        .max_concurrent_streams(config.max_concurrent_streams)
         .keep_alive_interval(H2_KEEP_ALIVE)
         .keep_alive_timeout(H2_KEEP_ALIVE);
     builder
@@ -339,12 +343,20 @@ impl<A: Agent> Conn<A> {
                     return;
                 }
                 () = &mut idle, if !idle_off => match ctx.activity.idle_deadline(header_timeout) {
+                    // HTTP/2 gets a GOAWAY and one more period to finish
+                    // what it was sending (a peer that keeps its window shut
+                    // never does); HTTP/1.1 is closed at once.
+                    Idle::Expired if ctx.activity.is_http2() && !stopping => {
+                        tracing::debug!(peer = %peer, "HTTP/2 connection idle for the header timeout; going away");
+                        stopping = true;
+                        conn.as_mut().graceful_shutdown();
+                        idle.as_mut().reset(Instant::now() + header_timeout);
+                    }
                     Idle::Expired => {
                         tracing::debug!(peer = %peer, "no request within the header timeout; closing");
                         return;
                     }
                     Idle::Until(deadline) => idle.as_mut().reset(deadline),
-                    // HTTP/2 keeps idle connections (it pings them).
                     Idle::Never => idle_off = true,
                 },
                 () = &mut stop, if !stopping => {
@@ -414,7 +426,7 @@ struct Activity {
     /// When the last request began or was answered, in nanoseconds since
     /// `opened`.
     last: AtomicU64,
-    /// A request came over HTTP/2, which keeps idle connections.
+    /// A request came over HTTP/2.
     http2: AtomicBool,
 }
 
@@ -453,10 +465,11 @@ impl Activity {
         Answering(self)
     }
 
+    fn is_http2(&self) -> bool {
+        self.http2.load(Ordering::Relaxed)
+    }
+
     fn idle_deadline(&self, timeout: Duration) -> Idle {
-        if self.http2.load(Ordering::Relaxed) {
-            return Idle::Never;
-        }
         let now = Instant::now();
         let from = if self.answering.load(Ordering::Relaxed) > 0 {
             // Bodies and inferences have their own limits.

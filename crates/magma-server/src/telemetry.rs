@@ -34,6 +34,7 @@ fn failure_label(failure: Failure) -> &'static str {
         Failure::Panic => "panic",
         Failure::Miscount => "miscount",
         Failure::Rejection => "rejection",
+        Failure::Oversized => "oversized",
     }
 }
 
@@ -69,7 +70,7 @@ const UPKEEP: Duration = Duration::from_secs(5);
 /// | `magma_inferences_running` | gauge | |
 /// | `magma_inferences_waiting` | gauge (waiting for a slot) | |
 /// | `magma_candidates_total` | counter | `status` (`completed`, `error`) |
-/// | `magma_inference_failures_total` | counter | `kind` (`timeout`, `panic`, `miscount`, `rejection`) |
+/// | `magma_inference_failures_total` | counter | `kind` (`timeout`, `panic`, `miscount`, `rejection`, `oversized`) |
 ///
 /// Each `Metrics` has its own registry. [`install_global`](Metrics::install_global)
 /// makes it the process's `metrics` recorder as well, so that what an agent
@@ -125,7 +126,7 @@ impl Metrics {
         describe(
             FAILURES,
             None,
-            "Inferences answered without 200, by kind (timeout 504, panic and miscount 500, rejection 422)",
+            "Inferences answered without 200, by kind (timeout 504, panic, miscount and oversized 500, rejection 422)",
         );
         recorder.describe_histogram(
             KeyName::from_const_str(DURATION),
@@ -157,6 +158,7 @@ impl Metrics {
             Failure::Panic,
             Failure::Miscount,
             Failure::Rejection,
+            Failure::Oversized,
         ];
         let duration = ROUTES
             .map(|r| recorder.register_histogram(&key(DURATION, &[("route", route_label(r))]), &m));

@@ -98,14 +98,29 @@ impl FromStr for DocumentKind {
     }
 }
 
-/// Turns the reference's problems with a document into findings, every one
-/// of them, each with its location, kind, impact and fix.
+/// Turns the reference's problems with a document into findings, each with
+/// its location, kind, impact and fix: every one, or the first
+/// [`MAX_REPORTED_ERRORS`](magma_protocol::MAX_REPORTED_ERRORS) and one
+/// `too_many_errors` finding that counts the rest.
 pub fn issue_findings(kind: DocumentKind, error: &magma_protocol::Error) -> Vec<Finding> {
-    error
+    let mut findings: Vec<Finding> = error
         .issues()
         .iter()
         .map(|issue| issue_finding(kind.as_str(), invalid_document_impact(kind), issue))
-        .collect()
+        .collect();
+    if error.omitted() > 0 {
+        let message = format!(
+            "{} more problems of the same document are not listed (the first {} are)",
+            error.omitted(),
+            error.issues().len()
+        );
+        findings.push(
+            Finding::error(kind.as_str(), "too_many_errors", "(document)", message)
+                .with_impact(invalid_document_impact(kind))
+                .with_fix("fix the problems listed, then check the document again"),
+        );
+    }
+    findings
 }
 
 pub(crate) fn issue_finding(document: &str, impact: &str, issue: &Issue) -> Finding {

@@ -6,11 +6,11 @@ use magma_client::http::{Method, StatusCode};
 use magma_client::magma_protocol::{AgentInput, AgentInstruction, AgentRequest, Json, json};
 use magma_client::{Client, RawRequest};
 
-use crate::support::{TestServer, echo_agent, request, says};
+use crate::support::{StubServer, echo_agent, request, says};
 
 #[test]
 fn health_info_compat_and_respond_against_an_echo_agent() {
-    let server = TestServer::start(echo_agent());
+    let server = StubServer::start(echo_agent());
     let client = Client::new(server.url()).unwrap();
 
     client.health().unwrap();
@@ -46,7 +46,7 @@ fn health_info_compat_and_respond_against_an_echo_agent() {
 
 #[test]
 fn memory_round_trips_losslessly_over_several_steps() {
-    let server = TestServer::start(echo_agent());
+    let server = StubServer::start(echo_agent());
     let client = Client::new(server.url()).unwrap();
     let Json::Object(mut memory) = json!({
         "memory_list": ["Always confirm."],
@@ -79,7 +79,7 @@ fn memory_round_trips_losslessly_over_several_steps() {
 
 #[test]
 fn base_url_prefix_trailing_slash_and_headers() {
-    let server = TestServer::start(echo_agent());
+    let server = StubServer::start(echo_agent());
     let client = Client::new(format!("{}/agents/a1/", server.url())).unwrap();
     assert_eq!(client.base_url(), format!("{}/agents/a1", server.url()));
     assert_eq!(
@@ -132,7 +132,7 @@ fn base_url_prefix_trailing_slash_and_headers() {
 
 #[test]
 fn keep_alive_serves_many_calls_over_one_connection() {
-    let server = TestServer::start(echo_agent());
+    let server = StubServer::start(echo_agent());
     let client = Client::new(server.url()).unwrap();
     for i in 0..10 {
         client.health().unwrap();
@@ -150,7 +150,7 @@ fn keep_alive_serves_many_calls_over_one_connection() {
 
 #[test]
 fn without_pooling_every_call_opens_a_connection_like_bench() {
-    let server = TestServer::start(echo_agent());
+    let server = StubServer::start(echo_agent());
     let client = Client::builder(server.url())
         .pool_max_idle_per_host(0)
         .build()
@@ -163,7 +163,7 @@ fn without_pooling_every_call_opens_a_connection_like_bench() {
 
 #[test]
 fn execute_sends_anything_and_returns_any_status() {
-    let server = TestServer::start(echo_agent());
+    let server = StubServer::start(echo_agent());
     let client = Client::new(server.url()).unwrap();
 
     // An invalid request body: the agent's 422 comes back as a response.

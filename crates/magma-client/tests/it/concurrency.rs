@@ -3,13 +3,13 @@
 use magma_client::Client;
 use magma_client::magma_protocol::{AgentInput, AgentInstruction, AgentRequest};
 
-use crate::support::{TestServer, echo_agent, says};
+use crate::support::{StubServer, echo_agent, says};
 
 #[test]
 fn sixteen_threads_share_one_client_and_every_response_is_checked() {
     const THREADS: usize = 16;
     const CALLS: usize = 8;
-    let server = TestServer::start(echo_agent());
+    let server = StubServer::start(echo_agent());
     let client = Client::new(server.url()).unwrap();
     client
         .wait_ready(std::time::Duration::from_secs(10))

@@ -7,15 +7,15 @@ use magma_client::magma_protocol::{
 };
 use magma_client::{Client, ErrorKind};
 
-use crate::support::{RawServer, Reply, TestServer, agent, free_port, request};
+use crate::support::{RawServer, Reply, StubServer, agent, free_port, request};
 
-fn client(server: &TestServer) -> Client {
+fn client(server: &StubServer) -> Client {
     Client::new(server.url()).unwrap()
 }
 
 #[test]
 fn candidates_in_the_wrong_order_are_a_mismatch_that_says_where() {
-    let server = TestServer::start(agent(|items| items.swap(1, 2)));
+    let server = StubServer::start(agent(|items| items.swap(1, 2)));
     let err = client(&server)
         .respond(&request("r-order", 2, 2))
         .unwrap_err();
@@ -36,7 +36,7 @@ fn candidates_in_the_wrong_order_are_a_mismatch_that_says_where() {
 
 #[test]
 fn a_missing_or_extra_candidate_is_a_mismatch() {
-    let server = TestServer::start(agent(|items| {
+    let server = StubServer::start(agent(|items| {
         items.pop();
     }));
     let err = client(&server)
@@ -49,7 +49,7 @@ fn a_missing_or_extra_candidate_is_a_mismatch() {
     assert!(m.found.is_none());
     assert_eq!(m.expected.as_ref().unwrap().source_id, 11);
 
-    let server = TestServer::start(agent(|items| {
+    let server = StubServer::start(agent(|items| {
         let copy = items[0].clone();
         items.push(copy);
     }));
@@ -64,7 +64,7 @@ fn a_missing_or_extra_candidate_is_a_mismatch() {
 
 #[test]
 fn a_wrong_request_id_is_a_mismatch() {
-    let server = TestServer::start(agent(|items| {
+    let server = StubServer::start(agent(|items| {
         if let Json::Object(o) = &mut items[0] {
             o.insert("request_id", Json::from("someone-else"));
         }
@@ -81,7 +81,7 @@ fn a_wrong_request_id_is_a_mismatch() {
 #[test]
 fn an_invalid_field_is_an_invalid_body_with_its_location() {
     // A string source_id in the second candidate, and an unknown key.
-    let server = TestServer::start(agent(|items| {
+    let server = StubServer::start(agent(|items| {
         if let Json::Object(o) = &mut items[1] {
             o.insert("source_id", Json::from("10"));
             o.insert("confidence", Json::from(1));
@@ -115,7 +115,7 @@ fn an_invalid_field_is_an_invalid_body_with_its_location() {
 
 #[test]
 fn a_completed_candidate_without_decision_and_non_json_are_invalid_bodies() {
-    let server = TestServer::start(agent(|items| {
+    let server = StubServer::start(agent(|items| {
         if let Json::Object(o) = &mut items[0] {
             o.insert("output", Json::Null);
         }
@@ -123,7 +123,7 @@ fn a_completed_candidate_without_decision_and_non_json_are_invalid_bodies() {
     let err = client(&server).respond(&request("r", 1, 1)).unwrap_err();
     assert!(matches!(err.kind(), ErrorKind::InvalidBody(_)), "{err:?}");
 
-    let server = TestServer::start(|_: &_| Reply::json(200, "<html>hello</html>"));
+    let server = StubServer::start(|_: &_| Reply::json(200, "<html>hello</html>"));
     let err = client(&server).respond(&request("r", 1, 1)).unwrap_err();
     let ErrorKind::InvalidBody(e) = err.kind() else {
         panic!("{err:?}")
@@ -140,7 +140,7 @@ fn a_422_with_a_validation_list_keeps_the_decoded_detail() {
         {"type": "missing", "loc": ["body", "request_id"], "msg": "Field required", "input": {}}
     ]})
     .to_json_string();
-    let server = TestServer::start(move |_: &_| Reply::json(422, body.clone()));
+    let server = StubServer::start(move |_: &_| Reply::json(422, body.clone()));
     let err = client(&server).respond(&request("r", 1, 1)).unwrap_err();
     let ErrorKind::Status(s) = err.kind() else {
         panic!("{err:?}")
@@ -162,7 +162,7 @@ fn a_422_with_a_validation_list_keeps_the_decoded_detail() {
 
 #[test]
 fn a_422_with_a_string_detail_is_the_agents_own_refusal() {
-    let server = TestServer::start(|_: &_| {
+    let server = StubServer::start(|_: &_| {
         Reply::json(
             422,
             r#"{"detail":"memory.history must be a list of objects"}"#,
@@ -183,7 +183,7 @@ fn a_422_with_a_string_detail_is_the_agents_own_refusal() {
 #[test]
 fn a_503_is_not_ready_on_every_endpoint() {
     let server =
-        TestServer::start(|_: &_| Reply::json(503, r#"{"detail":"Models are not ready"}"#));
+        StubServer::start(|_: &_| Reply::json(503, r#"{"detail":"Models are not ready"}"#));
     let c = client(&server);
     for err in [
         c.health().unwrap_err(),
@@ -203,7 +203,7 @@ fn a_503_is_not_ready_on_every_endpoint() {
 
 #[test]
 fn other_statuses_keep_the_raw_body_when_it_is_not_json() {
-    let server = TestServer::start(|_: &_| Reply::json(500, "Internal Server Error"));
+    let server = StubServer::start(|_: &_| Reply::json(500, "Internal Server Error"));
     let err = client(&server).health().unwrap_err();
     let s = err.http_status().unwrap();
     assert_eq!(s.status().as_u16(), 500);
@@ -219,7 +219,7 @@ fn other_statuses_keep_the_raw_body_when_it_is_not_json() {
 #[test]
 fn info_is_parsed_strictly_and_checked_like_bench() {
     // A field 2.0.1 does not know (the docs' coaching_session_version).
-    let server = TestServer::start(|_: &_| {
+    let server = StubServer::start(|_: &_| {
         Reply::json(
             200,
             r#"{"agent_id":"a","agent_version":"1","capabilities":{"inference":true},"coaching_session_version":"1"}"#,
@@ -232,7 +232,7 @@ fn info_is_parsed_strictly_and_checked_like_bench() {
     assert_eq!(e.model(), "AgentInfo");
     assert_eq!(e.first().location().to_string(), "coaching_session_version");
 
-    let server = TestServer::start(|_: &_| {
+    let server = StubServer::start(|_: &_| {
         Reply::json(
             200,
             r#"{"protocol_version":"1.0","agent_id":"a","agent_version":"1","capabilities":{"inference":true}}"#,
@@ -246,7 +246,7 @@ fn info_is_parsed_strictly_and_checked_like_bench() {
         "{err:?}"
     );
 
-    let server = TestServer::start(|_: &_| {
+    let server = StubServer::start(|_: &_| {
         Reply::json(
             200,
             r#"{"agent_id":"a","agent_version":"1","capabilities":{"inference":false}}"#,
@@ -264,7 +264,7 @@ fn info_is_parsed_strictly_and_checked_like_bench() {
 fn a_body_over_the_limit_is_refused_by_content_length_and_while_streaming() {
     let big = format!(r#"{{"status":"ready","pad":"{}"}}"#, "x".repeat(4000));
     let len = big.len() as u64;
-    let server = TestServer::start(move |_: &_| Reply::json(200, big.clone()));
+    let server = StubServer::start(move |_: &_| Reply::json(200, big.clone()));
     let small = Client::builder(server.url())
         .max_response_bytes(1024)
         .build()

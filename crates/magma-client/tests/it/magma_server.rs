@@ -4,7 +4,6 @@
 use std::net::SocketAddr;
 #[cfg(feature = "tls")]
 use std::path::Path;
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 use magma_client::magma_protocol::{AgentInfo, AgentInput, AgentInstruction, AgentRequest, Json};
@@ -14,9 +13,13 @@ use magma_server::TlsConfig;
 use magma_server::demo::DemoAgent;
 use magma_server::{Agent, Candidate, Config, Readiness, ReadyFlag, Rejection};
 
-use crate::support::{request, says};
 #[cfg(feature = "tls")]
-use crate::tls::{Ca, TempDir};
+use magma_testkit::TempDir;
+#[cfg(feature = "tls")]
+use magma_testkit::pki::Ca;
+use magma_testkit::stub::Background;
+
+use crate::support::{request, says};
 
 /// The demo agent behind a readiness flag.
 struct Demo {
@@ -42,8 +45,7 @@ impl Agent for Demo {
 struct Running {
     addr: SocketAddr,
     https: bool,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<JoinHandle<()>>,
+    _background: Background,
 }
 
 impl Running {
@@ -51,30 +53,18 @@ impl Running {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
         let https = config.tls.is_some();
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let thread = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            rt.block_on(async move {
-                let server = magma_server::Server::from_listener(listener, config).unwrap();
-                let agent = Demo {
-                    demo: DemoAgent::new(),
-                    ready,
-                };
-                server
-                    .serve(agent, async move {
-                        let _ = stopped.await;
-                    })
-                    .await;
-            });
+        let background = Background::spawn(move |stop| async move {
+            let server = magma_server::Server::from_listener(listener, config).unwrap();
+            let agent = Demo {
+                demo: DemoAgent::new(),
+                ready,
+            };
+            server.serve(agent, stop).await;
         });
         Running {
             addr,
             https,
-            stop: Some(stop),
-            thread: Some(thread),
+            _background: background,
         }
     }
 
@@ -84,17 +74,6 @@ impl Running {
             if self.https { "https" } else { "http" },
             self.addr
         )
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
     }
 }
 

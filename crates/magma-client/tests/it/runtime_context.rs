@@ -5,11 +5,11 @@ use std::time::Duration;
 
 use magma_client::{Client, ErrorKind};
 
-use crate::support::{TestServer, echo_agent, request};
+use crate::support::{StubServer, echo_agent, request};
 
 #[test]
 fn calls_inside_a_tokio_runtime_return_an_error_without_sending() {
-    let server = TestServer::start(echo_agent());
+    let server = StubServer::start(echo_agent());
     let client = Client::new(server.url()).unwrap();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()

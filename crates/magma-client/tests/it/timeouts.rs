@@ -8,11 +8,11 @@ use std::time::{Duration, Instant};
 
 use magma_client::{Client, ErrorKind, RawRequest};
 
-use crate::support::{Options, Reply, TestServer, echo_agent, free_port, request};
+use crate::support::{Options, Reply, StubServer, echo_agent, free_port, request};
 
 #[test]
 fn a_slow_agent_hits_the_request_timeout() {
-    let server = TestServer::start(|_: &_| {
+    let server = StubServer::start(|_: &_| {
         Reply::json(200, r#"{"status":"ready"}"#).after(Duration::from_secs(30))
     });
     let c = Client::builder(server.url())
@@ -51,7 +51,7 @@ fn a_slow_agent_hits_the_request_timeout() {
 
 #[test]
 fn a_per_call_timeout_overrides_the_client_default() {
-    let server = TestServer::start(|_: &_| {
+    let server = StubServer::start(|_: &_| {
         Reply::json(200, r#"{"status":"ready"}"#).after(Duration::from_secs(30))
     });
     let c = Client::new(server.url()).unwrap();
@@ -126,7 +126,7 @@ fn an_unanswered_connect_hits_the_connect_timeout() {
 fn wait_ready_waits_through_503_until_ready() {
     let calls = Arc::new(AtomicUsize::new(0));
     let seen = calls.clone();
-    let server = TestServer::start(move |r: &_| {
+    let server = StubServer::start(move |r: &_| {
         let n = seen.fetch_add(1, Ordering::SeqCst);
         if n < 3 {
             Reply::json(503, r#"{"detail":"Models are not ready"}"#)
@@ -146,7 +146,7 @@ fn wait_ready_waits_for_an_agent_that_starts_late() {
     let addr = free_port();
     let starter = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(400));
-        TestServer::start_with(
+        StubServer::start_with(
             Options {
                 addr: Some(addr),
                 ..Options::default()
@@ -178,7 +178,7 @@ fn wait_ready_returns_the_last_error_at_its_deadline() {
     assert!(took < Duration::from_secs(10), "took {took:?}");
 
     let server =
-        TestServer::start(|_: &_| Reply::json(503, r#"{"detail":"Models are not ready"}"#));
+        StubServer::start(|_: &_| Reply::json(503, r#"{"detail":"Models are not ready"}"#));
     let c = Client::new(server.url()).unwrap();
     let err = c.wait_ready(Duration::from_millis(400)).unwrap_err();
     assert!(err.is_not_ready(), "{err:?}");
@@ -187,7 +187,7 @@ fn wait_ready_returns_the_last_error_at_its_deadline() {
 
 #[test]
 fn wait_ready_gives_up_at_once_on_a_permanent_error() {
-    let server = TestServer::start(|_: &_| Reply::json(404, r#"{"detail":"Not Found"}"#));
+    let server = StubServer::start(|_: &_| Reply::json(404, r#"{"detail":"Not Found"}"#));
     let c = Client::new(server.url()).unwrap();
     let err = c.wait_ready(Duration::from_secs(60)).unwrap_err();
     assert_eq!(err.http_status().map(|s| s.status().as_u16()), Some(404));

@@ -1,138 +1,27 @@
-//! HTTPS (feature `tls`): a CA made with rcgen in the test, a server
+//! HTTPS (feature `tls`): a CA made in the test (the test kit), a server
 //! certificate for 127.0.0.1 signed by it, and client certificates for
 //! mutual TLS.
 
 use std::sync::Arc;
 
 use magma_client::{Client, ErrorKind};
-use rcgen::{
-    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
-    KeyUsagePurpose,
-};
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use magma_testkit::TempDir;
+use magma_testkit::pki::{self, Ca, ExtendedKeyUsagePurpose, Leaf};
 
-use crate::support::{Options, TestServer, echo_agent, request, says};
+use crate::support::{Options, StubServer, echo_agent, request, says};
 
-/// A CA: its PEM certificate and what is needed to sign leaves with it.
-pub(crate) struct Ca {
-    pub(crate) pem: String,
-    issuer: Issuer<'static, KeyPair>,
-}
-
-/// A leaf certificate and its key, in PEM.
-pub(crate) struct Leaf {
-    pub(crate) cert_pem: String,
-    pub(crate) key_pem: String,
-}
-
-impl Ca {
-    pub(crate) fn new(name: &str) -> Ca {
-        let key = KeyPair::generate().unwrap();
-        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params.distinguished_name.push(DnType::CommonName, name);
-        params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
-        let cert = params.self_signed(&key).unwrap();
-        Ca {
-            pem: cert.pem(),
-            issuer: Issuer::new(params, key),
-        }
-    }
-
-    pub(crate) fn leaf(&self, names: &[&str], usage: ExtendedKeyUsagePurpose) -> Leaf {
-        let key = KeyPair::generate().unwrap();
-        let names: Vec<String> = names.iter().map(|s| s.to_string()).collect();
-        let mut params = CertificateParams::new(names).unwrap();
-        params
-            .distinguished_name
-            .push(DnType::CommonName, "magma test leaf");
-        params.extended_key_usages = vec![usage];
-        let cert = params.signed_by(&key, &self.issuer).unwrap();
-        Leaf {
-            cert_pem: cert.pem(),
-            key_pem: key.serialize_pem(),
-        }
-    }
-
-    pub(crate) fn server_leaf(&self) -> Leaf {
-        self.leaf(
-            &["localhost", "127.0.0.1"],
-            ExtendedKeyUsagePurpose::ServerAuth,
-        )
-    }
-
-    pub(crate) fn client_leaf(&self) -> Leaf {
-        self.leaf(&["magma-bench"], ExtendedKeyUsagePurpose::ClientAuth)
-    }
-}
-
-fn provider() -> Arc<rustls::crypto::CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
-}
-
-/// A server config for `leaf`; with `client_ca`, client certificates signed
-/// by it are required.
+/// A server config for `leaf` (HTTP/1.1); with `client_ca`, client
+/// certificates signed by it are required.
 fn server_config(leaf: &Leaf, client_ca: Option<&Ca>) -> Arc<rustls::ServerConfig> {
-    let chain = vec![CertificateDer::from_pem_slice(leaf.cert_pem.as_bytes()).unwrap()];
-    let key = PrivateKeyDer::from_pem_slice(leaf.key_pem.as_bytes()).unwrap();
-    let builder = rustls::ServerConfig::builder_with_provider(provider())
-        .with_safe_default_protocol_versions()
-        .unwrap();
-    let builder = match client_ca {
-        None => builder.with_no_client_auth(),
-        Some(ca) => {
-            let mut roots = rustls::RootCertStore::empty();
-            roots
-                .add(CertificateDer::from_pem_slice(ca.pem.as_bytes()).unwrap())
-                .unwrap();
-            let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
-                roots.into(),
-                provider(),
-            )
-            .build()
-            .unwrap();
-            builder.with_client_cert_verifier(verifier)
-        }
-    };
-    let mut config = builder.with_single_cert(chain, key).unwrap();
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Arc::new(config)
+    pki::server_config(leaf, client_ca, &[b"http/1.1"])
 }
 
-fn https_server(leaf: &Leaf, client_ca: Option<&Ca>) -> TestServer {
+fn https_server(leaf: &Leaf, client_ca: Option<&Ca>) -> StubServer {
     let options = Options {
         tls: Some(server_config(leaf, client_ca)),
         ..Options::default()
     };
-    TestServer::start_with(options, echo_agent())
-}
-
-/// A fresh temporary directory for PEM files, removed on drop.
-pub(crate) struct TempDir(std::path::PathBuf);
-
-impl TempDir {
-    pub(crate) fn new(tag: &str) -> TempDir {
-        let dir = std::env::temp_dir().join(format!(
-            "magma-client-{tag}-{}-{:?}",
-            std::process::id(),
-            std::thread::current().id()
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-
-    pub(crate) fn write(&self, name: &str, text: &str) -> std::path::PathBuf {
-        let path = self.0.join(name);
-        std::fs::write(&path, text).unwrap();
-        path
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+    StubServer::start_with(options, echo_agent())
 }
 
 #[test]
@@ -221,7 +110,7 @@ fn a_certificate_for_another_name_is_refused() {
 
 #[test]
 fn https_to_a_plain_http_server_is_a_tls_error() {
-    let server = TestServer::start(echo_agent());
+    let server = StubServer::start(echo_agent());
     let url = server.url().replace("http://", "https://");
     let err = Client::new(url).unwrap().health().unwrap_err();
     assert!(matches!(err.kind(), ErrorKind::Tls(_)), "{err:?}");
@@ -285,7 +174,7 @@ fn a_tls_server_that_hangs_up_without_close_notify_points_at_client_certificates
         hang_up: true,
         ..Options::default()
     };
-    let server = TestServer::start_with(options, echo_agent());
+    let server = StubServer::start_with(options, echo_agent());
     let client = Client::builder(server.url())
         .ca_pem(ca.pem)
         .build()
@@ -301,7 +190,7 @@ fn a_tls_server_that_hangs_up_without_close_notify_points_at_client_certificates
 #[test]
 fn unusable_tls_files_are_refused_at_build() {
     let dir = TempDir::new("bad");
-    let missing = dir.0.join("missing.pem");
+    let missing = dir.path().join("missing.pem");
     let err = Client::builder("https://127.0.0.1:1")
         .ca_file(&missing)
         .build()

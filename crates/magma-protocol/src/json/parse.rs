@@ -113,7 +113,10 @@ pub(crate) enum Shape {
     /// An object whose listed members have their own shapes; the others
     /// are [`Shape::Any`].
     Fields(&'static [(&'static str, Shape)]),
-    /// An array whose elements have a shape.
+    /// An array whose elements have a shape. When that shape is
+    /// [`Shape::Fields`] or [`Shape::FreeObject`], every element must be an
+    /// object: [`parse_shaped_counted`] keeps the first scalars there (each
+    /// an error) and only counts the ones past the error cap.
     List(&'static Shape),
     /// A `dict[str, JsonValue]` position: keep the object as validated text
     /// when it is clean; anything unusual (an error to report, a duplicate
@@ -163,6 +166,8 @@ enum Frame {
     Array {
         items: Vec<Json>,
         mode: Mode,
+        /// Scalars kept where objects belong.
+        scalars: usize,
     },
     Object {
         map: Map<Json>,
@@ -183,6 +188,11 @@ pub(super) struct Parser<'a> {
     scratch: ScanBuffers,
     /// Where repeated keys were seen, when the caller asked.
     duplicates: Option<Vec<Location>>,
+    /// How many scalars to keep per array whose elements must be objects,
+    /// when the caller counts the rest instead ([`parse_shaped_counted`]).
+    keep_scalars: Option<usize>,
+    /// Scalars not kept.
+    dropped: usize,
 }
 
 impl<'a> Parser<'a> {
@@ -195,6 +205,8 @@ impl<'a> Parser<'a> {
             limits,
             scratch: ScanBuffers::default(),
             duplicates: None,
+            keep_scalars: None,
+            dropped: 0,
         }
     }
 
@@ -265,6 +277,39 @@ pub(crate) fn parse_shaped(
     let mut p = Parser::new(src, text, limits);
     p.document(Mode::Shaped(shape))
         .map_err(|(at, msg)| SyntaxError::at(src, at, msg))
+}
+
+/// [`parse_shaped`], keeping at most `keep` scalars in each array whose
+/// elements must be objects (see [`Shape::List`]): the others are errors
+/// of the same kind, counted and returned with the value instead of built.
+/// A hostile `[0, 0, ...]` where objects belong then costs its scan, not a
+/// tree of millions of values.
+pub(crate) fn parse_shaped_counted(
+    src: &[u8],
+    shape: &'static Shape,
+    limits: Limits,
+    keep: usize,
+) -> Result<(Json, usize), SyntaxError> {
+    let text = std::str::from_utf8(src)
+        .map_err(|e| SyntaxError::at(src, e.valid_up_to(), "invalid UTF-8 in the body"))?;
+    let mut p = Parser::new(src, text, limits);
+    p.keep_scalars = Some(keep);
+    let value = p
+        .document(Mode::Shaped(shape))
+        .map_err(|(at, msg)| SyntaxError::at(src, at, msg))?;
+    Ok((value, p.dropped))
+}
+
+/// Elements in this mode must be objects (models or free-form objects).
+fn objects_only(mode: Mode) -> bool {
+    matches!(mode, Mode::Shaped(Shape::Fields(_) | Shape::FreeObject))
+}
+
+fn is_scalar(v: &Json) -> bool {
+    matches!(
+        v,
+        Json::Null | Json::Bool(_) | Json::Number(_) | Json::String(_)
+    )
 }
 
 impl Parser<'_> {
@@ -341,6 +386,7 @@ impl Parser<'_> {
                         stack.push(Frame::Array {
                             items: Vec::new(),
                             mode: element,
+                            scalars: 0,
                         });
                         mode = element;
                         continue 'value;
@@ -380,8 +426,19 @@ impl Parser<'_> {
                     Frame::Array {
                         items,
                         mode: element,
+                        scalars,
                     } => {
-                        items.push(done);
+                        match self.keep_scalars {
+                            Some(keep) if objects_only(*element) && is_scalar(&done) => {
+                                if *scalars < keep {
+                                    *scalars += 1;
+                                    items.push(done);
+                                } else {
+                                    self.dropped += 1;
+                                }
+                            }
+                            _ => items.push(done),
+                        }
                         match self.peek() {
                             Some(b',') => {
                                 self.pos += 1;

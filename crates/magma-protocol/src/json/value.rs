@@ -9,7 +9,7 @@
 //! their key order.
 
 use std::fmt;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use super::KeyFilter;
 
@@ -55,7 +55,10 @@ enum ObjectRepr {
     /// nesting within limits, no duplicate keys, no escaped keys), read on
     /// first use one level deep: objects among its values stay text.
     Raw {
-        text: Box<str>,
+        /// Shared: a copy of an untouched object (an agent returning the
+        /// memory it was given, once per candidate) costs a count, not the
+        /// text again.
+        text: Arc<str>,
         /// The [`KeyFilter`] of the top-level keys, which answers most
         /// lookups of a missing key without a scan.
         keys: KeyFilter,
@@ -205,6 +208,13 @@ impl Object {
     /// Number of entries.
     pub fn len(&self) -> usize {
         self.map().len()
+    }
+
+    /// About how long the object's compact JSON is, without writing it:
+    /// exact for an object kept as the text it was read from (no scan), an
+    /// allowance for nested maps otherwise.
+    pub fn json_len_hint(&self) -> usize {
+        super::write::WriteJson::size_hint(self)
     }
 
     /// `true` if there are no entries.
@@ -415,7 +425,7 @@ fn spliceable(key: &str, value: &Json) -> bool {
 /// into the entries too when they were already read.
 #[inline(never)]
 fn splice<K: AsRef<str> + Into<String>>(
-    text: &mut Box<str>,
+    text: &mut Arc<str>,
     keys: &mut KeyFilter,
     read: &mut OnceLock<Box<Decoded>>,
     key: K,
@@ -458,7 +468,7 @@ fn splice<K: AsRef<str> + Into<String>>(
         }
     };
     keys.add(KeyFilter::of(k.as_bytes()));
-    *text = spliced.into_boxed_str();
+    *text = Arc::from(spliced);
     // What was read of the old text: the entries stay right once changed
     // too, a looked-up value may not.
     match read.take().and_then(|mut r| r.entries.take()) {
@@ -578,10 +588,10 @@ impl Clone for Object {
 /// the change does not parse the text again. Kept out of line, so that it
 /// adds nothing to the frames of `clone_tree`.
 #[inline(never)]
-fn clone_text(text: &str, keys: KeyFilter, entries: Option<&Map<Json>>) -> Object {
+fn clone_text(text: &Arc<str>, keys: KeyFilter, entries: Option<&Map<Json>>) -> Object {
     Object {
         repr: ObjectRepr::Raw {
-            text: text.into(),
+            text: Arc::clone(text),
             keys,
             read: entries.map_or_else(OnceLock::new, |m| {
                 OnceLock::from(Decoded::with_entries(m.clone()))

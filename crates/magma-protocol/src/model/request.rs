@@ -11,9 +11,9 @@ use serde::ser::{Serialize, SerializeStruct, Serializer};
 use crate::error::{Error, ErrorKind, Issue};
 use crate::json::write::{write_i64, write_str, write_u64};
 use crate::json::{
-    Json, Location, Object, Segment, Shape, WriteJson, parse_shaped, to_string, to_value,
+    Json, Location, Object, Segment, Shape, WriteJson, parse_shaped_counted, to_string, to_value,
 };
-use crate::limits::READ;
+use crate::limits::{MAX_REPORTED_ERRORS, READ};
 use crate::validate::{
     Fields, NonEmptyString, Validate, Validation, free_object, int64, list, literal, model_object,
     non_empty, positive_u64, strict_str,
@@ -150,9 +150,9 @@ impl AgentRequest {
         if let Some(request) = direct::read(bytes) {
             return Ok(request);
         }
-        let value = parse_shaped(bytes, &SHAPE, READ)
+        let (value, dropped) = parse_shaped_counted(bytes, &SHAPE, READ, MAX_REPORTED_ERRORS)
             .map_err(|e| Error::from(e).with_model("AgentRequest"))?;
-        Self::from_json(value)
+        Validation::document_counted("AgentRequest", value, dropped, request)
     }
 
     /// Validates an already parsed value.
@@ -527,10 +527,10 @@ mod tests {
     use crate::json::parse;
     use crate::json::parse::tricky_text;
 
-    include!("../../benches/bench_like.rs");
+    use magma_testkit::fixtures::bench_like_request;
 
     fn parse_shaped_request(body: &[u8]) -> Result<Json, Error> {
-        parse_shaped(body, &SHAPE, READ).map_err(Error::from)
+        crate::json::parse_shaped(body, &SHAPE, READ).map_err(Error::from)
     }
 
     fn free_objects_kept_as_text(v: &Json) -> (usize, usize) {

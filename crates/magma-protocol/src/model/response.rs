@@ -10,8 +10,8 @@ use serde::ser::{Serialize, SerializeStruct, Serializer};
 
 use crate::error::{Error, ErrorKind};
 use crate::json::write::{write_i64, write_str, write_u64};
-use crate::json::{Json, Object, Shape, WriteJson, parse_shaped, to_string, to_value};
-use crate::limits::READ;
+use crate::json::{Json, Object, Shape, WriteJson, parse_shaped_counted, to_string, to_value};
+use crate::limits::{MAX_REPORTED_ERRORS, READ};
 use crate::validate::{
     Fields, NonEmptyString, Validate, Validation, free_object, int64, list, literal, model_object,
     non_empty, non_negative_u64, opt_str, strict_str,
@@ -185,6 +185,20 @@ impl AgentOutput {
     pub fn status(&self) -> CandidateStatus {
         self.outcome.status()
     }
+
+    /// Appends the candidate's compact JSON to `out`: the bytes
+    /// [`AgentResponse::to_json_string`] writes for it between its commas,
+    /// for writing a long response one candidate at a time.
+    pub fn write_json_to(&self, out: &mut String) {
+        self.write_json(out);
+    }
+
+    /// About how many bytes [`write_json_to`](AgentOutput::write_json_to)
+    /// appends, without writing them: exact for memory kept as the text it
+    /// was read from, an allowance for the rest.
+    pub fn json_len_hint(&self) -> usize {
+        self.size_hint()
+    }
 }
 
 /// The body of a `POST /v1/responses` answer: a JSON array of candidates.
@@ -201,9 +215,11 @@ impl AgentResponse {
 
     /// Parses and validates a body, exactly as the reference would.
     pub fn from_slice(bytes: &[u8]) -> Result<Self, Error> {
-        let value = parse_shaped(bytes, &SHAPE, READ)
+        let (value, dropped) = parse_shaped_counted(bytes, &SHAPE, READ, MAX_REPORTED_ERRORS)
             .map_err(|e| Error::from(e).with_model("AgentResponse"))?;
-        Self::from_json(value)
+        Validation::document_counted("AgentResponse", value, dropped, |v, cx| {
+            list(v, cx, output).map(AgentResponse::new)
+        })
     }
 
     /// Validates an already parsed value.

@@ -12,7 +12,7 @@ use magma_protocol::{ErrorKind, Issue, Segment};
 use serde_json::Value;
 
 use crate::corpus::verdict;
-use crate::deviations::is_deviation;
+use magma_testkit::fixtures::is_deviation;
 
 const FIXTURES: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),

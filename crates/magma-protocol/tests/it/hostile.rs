@@ -157,3 +157,95 @@ proptest! {
         all_parsers(&w);
     }
 }
+
+/// The error-list bomb: one problem per element of a long list. The first
+/// `MAX_REPORTED_ERRORS` are kept exactly as reported, the rest only counted,
+/// and the 422 body stays a small multiple of the cap, not of the request.
+#[test]
+fn error_lists_keep_the_first_problems_and_count_the_rest() {
+    use magma_protocol::MAX_REPORTED_ERRORS;
+    let n = 50_000;
+    let zeros = vec!["0"; n].join(",");
+    let request = format!(r#"{{"request_id":"e","inputs":[{zeros}]}}"#);
+    let err = AgentRequest::from_slice(request.as_bytes()).unwrap_err();
+    assert_eq!(err.issues().len(), MAX_REPORTED_ERRORS);
+    assert_eq!(err.omitted(), n - MAX_REPORTED_ERRORS);
+    for (i, issue) in err.issues().iter().enumerate() {
+        assert_eq!(issue.kind(), ErrorKind::ModelType);
+        assert_eq!(issue.location().to_string(), format!("inputs[{i}]"));
+    }
+    let body = err.to_fastapi_body();
+    let detail = body.as_object().unwrap().get("detail").unwrap();
+    assert_eq!(detail.as_array().unwrap().len(), MAX_REPORTED_ERRORS);
+    let omitted = body.as_object().unwrap().get("omitted_errors").unwrap();
+    assert_eq!(
+        omitted.as_number().unwrap().as_u64(),
+        Some((n - 100) as u64)
+    );
+    assert!(body.to_json_string().len() < 200 * MAX_REPORTED_ERRORS);
+    assert!(
+        err.to_string().contains("and 49900 more not listed"),
+        "{err}"
+    );
+
+    // The same list in a response, as a hostile agent would answer.
+    let response = format!("[{zeros}]");
+    let err = AgentResponse::from_slice(response.as_bytes()).unwrap_err();
+    assert_eq!(err.issues().len(), MAX_REPORTED_ERRORS);
+    assert_eq!(err.omitted(), n - MAX_REPORTED_ERRORS);
+
+    // At the cap exactly nothing is omitted and the body has no extra member.
+    let zeros = vec!["0"; MAX_REPORTED_ERRORS].join(",");
+    let err = AgentResponse::from_slice(format!("[{zeros}]").as_bytes()).unwrap_err();
+    assert_eq!(
+        (err.issues().len(), err.omitted()),
+        (MAX_REPORTED_ERRORS, 0)
+    );
+    assert!(
+        err.to_fastapi_body()
+            .as_object()
+            .unwrap()
+            .get("omitted_errors")
+            .is_none()
+    );
+}
+
+/// Scalars past the cap where objects belong are counted by the parser, not
+/// built: the errors, the kept ones and the count, are those of validating
+/// the whole tree.
+#[test]
+fn counted_scalars_give_the_errors_of_the_whole_tree() {
+    let objects = r#"{"id":1},{"request_id":"r"},"#;
+    for doc in [
+        format!("[{}{objects}0]", "0,".repeat(150)),
+        format!("[{objects}{}null]", "\"s\",".repeat(99)),
+        format!("[{}{objects}{}true]", "1.5,".repeat(100), "{},".repeat(3)),
+        format!(
+            r#"[{}{{"memory":[{}0]}}]"#,
+            "0,".repeat(120),
+            "0,".repeat(300)
+        ),
+    ] {
+        let counted = AgentResponse::from_slice(doc.as_bytes()).unwrap_err();
+        let whole =
+            AgentResponse::from_json(Json::from_slice(doc.as_bytes()).unwrap()).unwrap_err();
+        assert_eq!(counted.issues(), whole.issues(), "{doc:.80}");
+        assert_eq!(counted.omitted(), whole.omitted(), "{doc:.80}");
+        let request = format!(r#"{{"request_id":"r","inputs":{doc}}}"#);
+        let counted = AgentRequest::from_slice(request.as_bytes()).unwrap_err();
+        let whole =
+            AgentRequest::from_json(Json::from_slice(request.as_bytes()).unwrap()).unwrap_err();
+        assert_eq!(counted.issues(), whole.issues(), "{request:.80}");
+        assert_eq!(counted.omitted(), whole.omitted(), "{request:.80}");
+    }
+}
+
+/// Extra keys and non-boolean capability values are capped the same way.
+#[test]
+fn extra_key_bombs_are_capped_too() {
+    let keys: Vec<String> = (0..5000).map(|i| format!(r#""k{i}":0"#)).collect();
+    let doc = format!(r#"{{"request_id":"r","inputs":[],{}}}"#, keys.join(","));
+    let err = AgentRequest::from_slice(doc.as_bytes()).unwrap_err();
+    assert_eq!((err.issues().len(), err.omitted()), (100, 4900));
+    assert_eq!(err.issues()[0].kind(), ErrorKind::ExtraForbidden);
+}

@@ -3,7 +3,6 @@
 
 mod coaching;
 mod corpus;
-mod deviations;
 mod errors;
 mod exchange;
 mod fixtures;

@@ -12,7 +12,7 @@ use std::path::Path;
 use magma_protocol::ErrorKind;
 
 use crate::corpus::verdict;
-use crate::deviations::{coaching_corpus, is_deviation, public_corpus};
+use magma_testkit::fixtures::{coaching_corpus, is_deviation, public_corpus};
 
 #[test]
 fn public_corpus_if_present_verdicts_match_outside_deviation_families() {

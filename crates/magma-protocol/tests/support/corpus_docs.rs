@@ -1,6 +1,6 @@
 // Reading the documents of one kind from a JSON Lines corpus of reference
 // verdicts (the fixtures, the public and coaching corpora), shared by the
-// direct readers' tests (`include!`d, like `benches/bench_like.rs`, where
+// direct readers' tests (`include!`d where
 // `std::path::Path` is in scope).
 
 /// `(id, doc)` of every case of `kind` in a JSON Lines corpus.

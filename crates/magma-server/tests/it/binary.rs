@@ -149,6 +149,8 @@ fn help_documents_every_flag() {
         "--max-connections",
         "--max-concurrent-inferences",
         "--max-candidates",
+        "--max-response-bytes",
+        "--max-concurrent-streams",
         "--inference-timeout-secs",
         "--shutdown-grace-secs",
         "--path-prefix",
@@ -678,6 +680,30 @@ async fn sigterm_drains_in_flight_requests_refuses_new_ones_and_exits_0() {
     let status = bin.wait_exit().await;
     assert_eq!(status.code(), Some(0), "log:\n{}", bin.log());
     assert!(bin.log().contains("SIGTERM received"));
+}
+
+/// A second SIGTERM during the drain exits at once (status 130), however
+/// long the grace period and the request in flight.
+#[tokio::test]
+async fn a_second_sigterm_exits_at_once() {
+    let mut bin = Binary::start(
+        &["--shutdown-grace-secs", "60"],
+        Some("info,magma_server=debug"),
+    )
+    .await;
+    let _in_flight = start_slow(&mut bin, "stalled", 50_000).await;
+    bin.signal("TERM");
+    bin.wait_for_log("no longer accepting connections").await;
+    let started = std::time::Instant::now();
+    bin.signal("TERM");
+    let status = bin.wait_exit().await;
+    assert_eq!(status.code(), Some(130), "log:\n{}", bin.log());
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(bin.log().contains("second shutdown signal"));
 }
 
 #[tokio::test]

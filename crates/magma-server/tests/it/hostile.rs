@@ -8,28 +8,8 @@
 #[cfg(feature = "cli")]
 use std::time::Duration;
 
-#[cfg(feature = "cli")]
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-#[cfg(feature = "cli")]
-use tokio::net::TcpStream;
-
-/// A deterministic xorshift generator for garbage bytes.
 #[cfg(any(feature = "cli", feature = "tls"))]
-struct Rng(u64);
-
-#[cfg(any(feature = "cli", feature = "tls"))]
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn bytes(&mut self, n: usize) -> Vec<u8> {
-        (0..n).map(|_| self.next() as u8).collect()
-    }
-}
+use magma_testkit::Rng;
 
 /// The first bytes of a TLS 1.2/1.3 ClientHello record (record header,
 /// handshake header, legacy version, part of the random): what a client
@@ -41,34 +21,39 @@ const CLIENT_HELLO_START: &[u8] = &[
 ];
 
 #[cfg(feature = "cli")]
-mod binary_process {
+pub(crate) mod binary_process {
     //! The release-shaped binary, started here (not through `binary::Binary`)
     //! because these tests read its `/proc/<pid>` entries.
 
     use std::io::{BufRead, BufReader};
     use std::net::SocketAddr;
-    use std::process::{Child, Command, Stdio};
+    use std::process::{Command, Stdio};
     use std::sync::{Arc, Mutex, mpsc};
     use std::time::Duration;
 
+    use magma_testkit::process::{self, ChildGuard};
+
     use crate::binary::BIN;
 
-    pub(super) struct Proc {
-        child: Child,
-        pub(super) addr: SocketAddr,
+    pub(crate) struct Proc {
+        child: ChildGuard,
+        pub(crate) addr: SocketAddr,
         log: Arc<Mutex<Vec<String>>>,
     }
 
     impl Proc {
         /// Starts the binary on 127.0.0.1 port 0, logging at `info` without
         /// the access log.
-        pub(super) fn start(args: &[&str]) -> Proc {
+        pub(crate) fn start(args: &[&str]) -> Proc {
             Proc::start_with_log(args, "info,magma_server::access=off")
         }
 
         /// Starts the binary with `RUST_LOG=rust_log`, collecting its log.
-        pub(super) fn start_with_log(args: &[&str], rust_log: &str) -> Proc {
-            let mut child = Command::new(BIN)
+        pub(crate) fn start_with_log(args: &[&str], rust_log: &str) -> Proc {
+            // `MAGMA_SERVER_BIN` measures another build (the release
+            // binary, for the figures of docs/security.md).
+            let bin = std::env::var_os("MAGMA_SERVER_BIN").unwrap_or_else(|| BIN.into());
+            let mut child = Command::new(bin)
                 .args(["--listen", "127.0.0.1:0"])
                 .args(args)
                 .env("RUST_LOG", rust_log)
@@ -91,9 +76,8 @@ mod binary_process {
                     sink.lock().unwrap().push(line);
                 }
             });
+            let child = ChildGuard::new(child);
             let Ok(line) = rx.recv_timeout(Duration::from_secs(30)) else {
-                let _ = child.kill();
-                let _ = child.wait();
                 panic!("magma-server did not log its address within 30 s");
             };
             let url = line.split("listening on ").nth(1).unwrap();
@@ -108,70 +92,29 @@ mod binary_process {
         }
 
         /// Everything logged so far.
-        pub(super) fn log(&self) -> String {
+        pub(crate) fn log(&self) -> String {
             self.log.lock().unwrap().join("\n")
         }
 
-        fn status_field(&self, field: &str) -> u64 {
-            let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
-                .expect("read /proc/<pid>/status");
-            status
-                .lines()
-                .find_map(|l| l.strip_prefix(field))
-                .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
-                .unwrap_or_else(|| panic!("{field} in /proc/<pid>/status"))
-        }
-
         /// Resident memory now, in KiB.
-        pub(super) fn rss_kib(&self) -> u64 {
-            self.status_field("VmRSS:")
+        pub(crate) fn rss_kib(&self) -> u64 {
+            process::rss_kib(self.child.id()).expect("VmRSS in /proc/<pid>/status")
         }
 
         /// Peak resident memory since start, in KiB.
-        pub(super) fn peak_rss_kib(&self) -> u64 {
-            self.status_field("VmHWM:")
+        pub(crate) fn peak_rss_kib(&self) -> u64 {
+            process::peak_rss_kib(self.child.id()).expect("VmHWM in /proc/<pid>/status")
         }
 
         /// Open sockets (the listener included).
-        pub(super) fn sockets(&self) -> usize {
-            let Ok(dir) = std::fs::read_dir(format!("/proc/{}/fd", self.child.id())) else {
-                return 0;
-            };
-            dir.filter_map(Result::ok)
-                .filter_map(|e| std::fs::read_link(e.path()).ok())
-                .filter(|t| t.to_string_lossy().starts_with("socket:"))
-                .count()
+        pub(crate) fn sockets(&self) -> usize {
+            process::sockets(self.child.id())
         }
 
-        pub(super) fn is_running(&mut self) -> bool {
-            matches!(self.child.try_wait(), Ok(None))
+        pub(crate) fn is_running(&mut self) -> bool {
+            self.child.is_running()
         }
     }
-
-    impl Drop for Proc {
-        fn drop(&mut self) {
-            if let Ok(None) = self.child.try_wait() {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
-            }
-        }
-    }
-}
-
-/// Sends `payload` on a new connection, then reads until the server closes
-/// it; returns what came back. Write errors are expected (the server may
-/// close first) and ignored.
-#[cfg(feature = "cli")]
-async fn throw(addr: std::net::SocketAddr, payload: Vec<u8>) -> Vec<u8> {
-    let Ok(mut stream) = TcpStream::connect(addr).await else {
-        return Vec::new();
-    };
-    let _ = stream.write_all(&payload).await;
-    let mut got = Vec::new();
-    let _ = tokio::time::timeout(crate::support::PATIENCE, stream.read_to_end(&mut got))
-        .await
-        .expect("the server closes a garbage connection");
-    got
 }
 
 /// The garbage thrown by the 300 connections, one kind per connection in turn.
@@ -230,7 +173,7 @@ async fn garbage_from_300_connections_leaves_the_binary_healthy_and_under_64_mib
     let tasks: Vec<_> = (0..300)
         .map(|i| {
             let (kind, payload) = garbage(i, &mut rng);
-            tokio::spawn(async move { (kind, throw(addr, payload).await) })
+            tokio::spawn(async move { (kind, magma_testkit::http1::throw(addr, &payload).await) })
         })
         .collect();
     let mut answered = std::collections::BTreeMap::<String, usize>::new();
@@ -279,6 +222,9 @@ async fn garbage_from_300_connections_leaves_the_binary_healthy_and_under_64_mib
 #[cfg(feature = "cli")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_connection_cap_holds_against_a_flood_of_stalled_clients() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpStream;
+
     use self::binary_process::Proc;
     use crate::support::raw_exchange;
 
@@ -457,10 +403,10 @@ mod tls_hostile {
 
     use magma_server::demo::DemoAgent;
     use magma_server::{Config, TlsConfig};
-    use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
-    use rustls::RootCertStore;
-    use rustls::pki_types::pem::PemObject;
-    use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+    use magma_testkit::TempDir;
+    use magma_testkit::http1::throw;
+    use magma_testkit::pki::{self, Ca, Leaf, SERVER_NAMES};
+    use rustls::pki_types::ServerName;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::TcpStream;
     use tokio_rustls::TlsConnector;
@@ -468,44 +414,10 @@ mod tls_hostile {
     use super::{CLIENT_HELLO_START, Rng};
     use crate::support::{TestServer, within};
 
-    type ClientCert = (Vec<CertificateDer<'static>>, PrivateKeyDer<'static>);
-
-    /// A CA and one client certificate it signed.
-    fn client_ca(name: &str) -> (String, ClientCert) {
-        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params
-            .distinguished_name
-            .push(rcgen::DnType::CommonName, name);
-        let key = KeyPair::generate().unwrap();
-        let ca_pem = params.self_signed(&key).unwrap().pem();
-        let issuer = Issuer::new(params, key);
-        let mut leaf = CertificateParams::new(vec!["client.test".to_owned()]).unwrap();
-        leaf.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
-        leaf.use_authority_key_identifier_extension = true;
-        let leaf_key = KeyPair::generate().unwrap();
-        let cert = leaf.signed_by(&leaf_key, &issuer).unwrap();
-        let key = PrivateKeyDer::from_pem_slice(leaf_key.serialize_pem().as_bytes()).unwrap();
-        (ca_pem, (vec![cert.der().clone()], key))
-    }
-
-    fn client_config(server_ca: &[u8], cert: Option<ClientCert>) -> Arc<rustls::ClientConfig> {
-        let mut roots = RootCertStore::empty();
-        for c in CertificateDer::pem_slice_iter(server_ca) {
-            roots.add(c.unwrap()).unwrap();
-        }
-        let builder = rustls::ClientConfig::builder_with_provider(Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots);
-        let mut config = match cert {
-            None => builder.with_no_client_auth(),
-            Some((chain, key)) => builder.with_client_auth_cert(chain, key).unwrap(),
-        };
-        config.alpn_protocols = vec![b"http/1.1".to_vec()];
-        Arc::new(config)
+    /// A client configuration trusting `server_ca` (HTTP/1.1), presenting
+    /// `cert` when given.
+    fn client_config(server_ca: &[u8], cert: Option<&Leaf>) -> Arc<rustls::ClientConfig> {
+        pki::client_config(server_ca, &[b"http/1.1"], cert)
     }
 
     /// `GET /health` with `Connection: close` over a new TLS connection;
@@ -533,16 +445,6 @@ mod tls_hostile {
         Ok(String::from_utf8_lossy(&got).into_owned())
     }
 
-    /// Raw bytes on a new TCP connection to the TLS port; whatever the
-    /// server sends back until it closes.
-    async fn raw(addr: SocketAddr, payload: Vec<u8>) -> Vec<u8> {
-        let mut s = TcpStream::connect(addr).await.expect("connect");
-        let _ = s.write_all(&payload).await;
-        let mut got = Vec::new();
-        let _ = s.read_to_end(&mut got).await;
-        got
-    }
-
     /// Acceptance: over mutual TLS, plaintext HTTP, broken handshakes
     /// (truncated, stalled, random), clients without a certificate and
     /// clients with an untrusted one are all refused, none gets an HTTP
@@ -550,17 +452,12 @@ mod tls_hostile {
     /// of its requests answered.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn hostile_tls_clients_are_refused_while_a_trusted_client_is_served() {
-        let dir = std::env::temp_dir().join(format!(
-            "magma-server-it-{}-hostile-tls",
-            std::process::id()
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let names = vec!["localhost".to_owned(), "127.0.0.1".to_owned()];
-        let (_, files) = TlsConfig::self_signed(&dir, &names, None).unwrap();
-        let (trusted_ca, trusted_cert) = client_ca("trusted clients");
-        let ca_path = dir.join("client-ca.pem");
-        std::fs::write(&ca_path, &trusted_ca).unwrap();
+        let dir = TempDir::new("server-hostile-tls");
+        let names = SERVER_NAMES.map(str::to_owned);
+        let (_, files) = TlsConfig::self_signed(dir.path(), &names, None).unwrap();
+        let trusted_ca = Ca::new("trusted clients");
+        let trusted_cert = trusted_ca.client_leaf();
+        let ca_path = dir.write("client-ca.pem", &trusted_ca.pem);
         let mut config = Config::default();
         config.tls =
             Some(TlsConfig::from_pem_files(&files.cert, &files.key, Some(&ca_path)).unwrap());
@@ -571,7 +468,7 @@ mod tls_hostile {
 
         // The trusted client: 40 requests, one after the other, on new
         // connections, while the attack runs.
-        let good = client_config(&server_ca, Some(trusted_cert));
+        let good = client_config(&server_ca, Some(&trusted_cert));
         let trusted = tokio::spawn(async move {
             let mut served = 0;
             for _ in 0..40 {
@@ -590,7 +487,10 @@ mod tls_hostile {
             let config = match i % 6 {
                 0 => None,
                 1 => Some(client_config(&server_ca, None)),
-                2 => Some(client_config(&server_ca, Some(client_ca("strangers").1))),
+                2 => Some(client_config(
+                    &server_ca,
+                    Some(&Ca::new("strangers").client_leaf()),
+                )),
                 _ => None,
             };
             let payload: Vec<u8> = match i % 6 {
@@ -611,7 +511,7 @@ mod tls_hostile {
                         Err(_) => Ok(()),
                     },
                     None => {
-                        let got = raw(addr, payload).await;
+                        let got = throw(addr, &payload).await;
                         if String::from_utf8_lossy(&got).contains("HTTP/") {
                             Err(format!("attack {i} got an HTTP answer"))
                         } else {
@@ -629,6 +529,5 @@ mod tls_hostile {
         }
         let served = within("the trusted client", trusted).await.unwrap();
         assert_eq!(served, 40);
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -296,8 +296,8 @@ async fn unknown_paths_are_404_json() {
 async fn wrong_methods_are_405_with_allow() {
     let server = TestServer::start(DemoAgent::new()).await;
     let cases = [
-        (Method::POST, "/health", "GET"),
-        (Method::DELETE, "/v1/info", "GET"),
+        (Method::POST, "/health", "GET, HEAD"),
+        (Method::DELETE, "/v1/info", "GET, HEAD"),
         (Method::GET, "/v1/responses", "POST"),
         (Method::PUT, "/v1/responses", "POST"),
     ];
@@ -354,7 +354,7 @@ async fn the_openapi_document_is_served_as_generated() {
     )
     .await;
     assert_eq!(reply.expect_detail(405), "Method Not Allowed");
-    assert_eq!(reply.header("allow"), Some("GET"));
+    assert_eq!(reply.header("allow"), Some("GET, HEAD"));
 }
 
 #[tokio::test]

@@ -2,6 +2,7 @@
 
 mod support;
 
+mod budget;
 mod coaching;
 mod demo;
 mod faults;
@@ -13,6 +14,8 @@ mod protocols;
 mod request_span;
 mod shutdown;
 
+#[cfg(feature = "cli")]
+mod attack;
 #[cfg(feature = "cli")]
 mod binary;
 #[cfg(feature = "metrics")]

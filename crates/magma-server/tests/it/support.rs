@@ -16,7 +16,7 @@ use magma_server::{
     Agent, AgentInfo, AgentInput, AgentRequest, AgentResponse, Candidate, Config, Json, Readiness,
     ReadyFlag, Rejection, Server,
 };
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -175,6 +175,16 @@ pub(crate) fn build(
     body: Bytes,
 ) -> Request<Full<Bytes>> {
     let mut b = Request::builder().method(method).uri(uri);
+    // As every HTTP/1.1 client sends it (hyper's connection-level client
+    // does not); a test can give its own.
+    let authority = uri
+        .parse::<http::Uri>()
+        .ok()
+        .and_then(|u| u.authority().cloned());
+    if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
+        let host = authority.as_ref().map_or("localhost", |a| a.as_str());
+        b = b.header("host", host);
+    }
     for (k, v) in headers {
         b = b.header(*k, *v);
     }
@@ -205,58 +215,8 @@ pub(crate) async fn h2_connect(
     sender
 }
 
-/// Writes `bytes` on a new connection, then reads one HTTP/1.1 response
-/// (head and a `Content-Length` body).
-pub(crate) async fn raw_exchange(addr: SocketAddr, bytes: &[u8]) -> (TcpStream, RawReply) {
-    let mut stream = TcpStream::connect(addr).await.expect("connect");
-    stream.write_all(bytes).await.expect("write");
-    let reply = raw_read(&mut stream).await;
-    (stream, reply)
-}
-
-#[derive(Debug)]
-pub(crate) struct RawReply {
-    pub(crate) status: u16,
-    pub(crate) head: String,
-    pub(crate) body: String,
-}
-
-pub(crate) async fn raw_read(stream: &mut TcpStream) -> RawReply {
-    within("a raw HTTP/1.1 response", async {
-        let mut buf = Vec::new();
-        let mut chunk = [0u8; 4096];
-        let head_end = loop {
-            if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                break i + 4;
-            }
-            let n = stream.read(&mut chunk).await.expect("read");
-            assert!(
-                n > 0,
-                "connection closed before a response: {:?}",
-                String::from_utf8_lossy(&buf)
-            );
-            buf.extend_from_slice(&chunk[..n]);
-        };
-        let head = String::from_utf8(buf[..head_end].to_vec()).expect("ascii head");
-        let status = head[9..12].parse().expect("status code");
-        let len: usize = head
-            .lines()
-            .find_map(|l| {
-                let (k, v) = l.split_once(':')?;
-                k.eq_ignore_ascii_case("content-length")
-                    .then(|| v.trim().parse().ok())?
-            })
-            .expect("content-length");
-        while buf.len() < head_end + len {
-            let n = stream.read(&mut chunk).await.expect("read body");
-            assert!(n > 0, "connection closed inside the body");
-            buf.extend_from_slice(&chunk[..n]);
-        }
-        let body = String::from_utf8(buf[head_end..head_end + len].to_vec()).expect("utf-8");
-        RawReply { status, head, body }
-    })
-    .await
-}
+// Raw HTTP/1.1 exchanges come from the test kit.
+pub(crate) use magma_testkit::http1::{exchange as raw_exchange, read_reply as raw_read};
 
 /// Waits until the server closes the connection; panics if it sends
 /// anything instead.

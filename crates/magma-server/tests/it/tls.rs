@@ -3,7 +3,7 @@
 //! flags.
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,10 +12,9 @@ use http::{Method, Version};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use magma_server::demo::DemoAgent;
 use magma_server::{Config, TlsConfig};
-use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
-use rustls::RootCertStore;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use magma_testkit::TempDir;
+use magma_testkit::pki::{Ca, SERVER_NAMES, client_config};
+use rustls::pki_types::ServerName;
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 
@@ -23,75 +22,8 @@ use crate::support::{
     Reply, TestServer, build, check_response, expect_closed, read, user_request, within,
 };
 
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("magma-server-it-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
 fn names() -> Vec<String> {
-    vec!["localhost".into(), "127.0.0.1".into()]
-}
-
-/// A CA that can sign client certificates, written as PEM files.
-struct TestCa {
-    cert_pem: String,
-    issuer: Issuer<'static, KeyPair>,
-}
-
-impl TestCa {
-    fn new(name: &str) -> TestCa {
-        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params
-            .distinguished_name
-            .push(rcgen::DnType::CommonName, name);
-        let key = KeyPair::generate().unwrap();
-        let cert_pem = params.self_signed(&key).unwrap().pem();
-        TestCa {
-            cert_pem,
-            issuer: Issuer::new(params, key),
-        }
-    }
-
-    /// A client certificate and key, as (chain, key) for rustls.
-    fn client(&self) -> (Vec<CertificateDer<'static>>, PrivateKeyDer<'static>) {
-        let mut params = CertificateParams::new(vec!["client.test".to_owned()]).unwrap();
-        params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
-        params.use_authority_key_identifier_extension = true;
-        let key = KeyPair::generate().unwrap();
-        let cert = params.signed_by(&key, &self.issuer).unwrap();
-        let key = PrivateKeyDer::from_pem_slice(key.serialize_pem().as_bytes()).unwrap();
-        (vec![cert.der().clone()], key)
-    }
-}
-
-fn roots(ca_pem: &[u8]) -> RootCertStore {
-    let mut roots = RootCertStore::empty();
-    for cert in CertificateDer::pem_slice_iter(ca_pem) {
-        roots.add(cert.unwrap()).unwrap();
-    }
-    roots
-}
-
-fn client_config(
-    ca_pem: &[u8],
-    alpn: &[&[u8]],
-    client_cert: Option<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)>,
-) -> Arc<rustls::ClientConfig> {
-    let builder = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_root_certificates(roots(ca_pem));
-    let mut config = match client_cert {
-        None => builder.with_no_client_auth(),
-        Some((chain, key)) => builder.with_client_auth_cert(chain, key).unwrap(),
-    };
-    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
-    Arc::new(config)
+    SERVER_NAMES.map(str::to_owned).to_vec()
 }
 
 /// Connects with TLS; `Err` if the handshake fails.
@@ -153,8 +85,8 @@ async fn tls_server(tls: TlsConfig, f: impl FnOnce(&mut Config)) -> TestServer {
 
 #[tokio::test]
 async fn self_signed_https_with_alpn_h2_and_http1() {
-    let dir = temp_dir("self-signed");
-    let (tls, files) = TlsConfig::self_signed(&dir, &names(), None).unwrap();
+    let dir = TempDir::new("self-signed");
+    let (tls, files) = TlsConfig::self_signed(dir.path(), &names(), None).unwrap();
     assert!(files.generated && files.ca_cert.is_file());
     let server = tls_server(tls, |_| {}).await;
     let ca = std::fs::read(&files.ca_cert).unwrap();
@@ -176,8 +108,8 @@ async fn self_signed_https_with_alpn_h2_and_http1() {
         check_response(&request, &reply);
     }
     // A client that does not trust the CA is refused.
-    let stranger = TestCa::new("someone else");
-    let config = client_config(stranger.cert_pem.as_bytes(), &[b"http/1.1"], None);
+    let stranger = Ca::new("someone else");
+    let config = client_config(stranger.pem.as_bytes(), &[b"http/1.1"], None);
     let refused = https(server.addr, config, Method::GET, "/health", "").await;
     assert!(refused.is_err(), "{refused:?}");
     // Plain HTTP to the TLS port gets no HTTP answer.
@@ -192,20 +124,17 @@ async fn self_signed_https_with_alpn_h2_and_http1() {
     )
     .await;
     assert!(!String::from_utf8_lossy(&buf).contains("200 OK"));
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
-fn write_client_ca(dir: &Path, ca: &TestCa) -> PathBuf {
-    let path = dir.join("client-ca.pem");
-    std::fs::write(&path, &ca.cert_pem).unwrap();
-    path
+fn write_client_ca(dir: &TempDir, ca: &Ca) -> PathBuf {
+    dir.write("client-ca.pem", &ca.pem)
 }
 
 #[tokio::test]
 async fn mutual_tls_serves_trusted_clients_only() {
-    let dir = temp_dir("mtls");
-    let (_, files) = TlsConfig::self_signed(&dir, &names(), None).unwrap();
-    let client_ca = TestCa::new("trusted clients");
+    let dir = TempDir::new("mtls");
+    let (_, files) = TlsConfig::self_signed(dir.path(), &names(), None).unwrap();
+    let client_ca = Ca::new("trusted clients");
     let ca_path = write_client_ca(&dir, &client_ca);
     let tls = TlsConfig::from_pem_files(&files.cert, &files.key, Some(&ca_path)).unwrap();
     assert!(tls.requires_client_certificate());
@@ -217,11 +146,11 @@ async fn mutual_tls_serves_trusted_clients_only() {
         let r = https(server.addr, anonymous, Method::GET, "/health", "").await;
         assert!(r.is_err(), "served a client without a certificate: {r:?}");
 
-        let untrusted = client_config(&server_ca, &[alpn], Some(TestCa::new("other").client()));
+        let untrusted = client_config(&server_ca, &[alpn], Some(&Ca::new("other").client_leaf()));
         let r = https(server.addr, untrusted, Method::GET, "/health", "").await;
         assert!(r.is_err(), "served an untrusted client: {r:?}");
 
-        let trusted = client_config(&server_ca, &[alpn], Some(client_ca.client()));
+        let trusted = client_config(&server_ca, &[alpn], Some(&client_ca.client_leaf()));
         let request = user_request("mtls", "hi", 1);
         let reply = https(
             server.addr,
@@ -233,13 +162,12 @@ async fn mutual_tls_serves_trusted_clients_only() {
         .await;
         check_response(&request, &reply.unwrap());
     }
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[tokio::test]
 async fn a_client_that_stalls_the_handshake_is_dropped_and_others_are_served() {
-    let dir = temp_dir("handshake");
-    let (tls, files) = TlsConfig::self_signed(&dir, &names(), None).unwrap();
+    let dir = TempDir::new("handshake");
+    let (tls, files) = TlsConfig::self_signed(dir.path(), &names(), None).unwrap();
     let server = tls_server(tls, |c| {
         c.tls_handshake_timeout = Duration::from_millis(300)
     })
@@ -259,15 +187,14 @@ async fn a_client_that_stalls_the_handshake_is_dropped_and_others_are_served() {
     for mut s in silent {
         expect_closed(&mut s).await;
     }
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[cfg(feature = "cli")]
 #[tokio::test]
 async fn the_binary_serves_https_from_flags() {
     use crate::binary::Binary;
-    let dir = temp_dir("binary");
-    let dev = dir.join("dev-tls");
+    let dir = TempDir::new("binary");
+    let dev = dir.path().join("dev-tls");
     let bin = Binary::start(&["--tls-self-signed", dev.to_str().unwrap()], None).await;
     assert!(bin.log().contains("listening on https://"));
     assert!(
@@ -284,7 +211,7 @@ async fn the_binary_serves_https_from_flags() {
     drop(bin);
 
     // --tls-cert/--tls-key/--tls-client-ca: mutual TLS from the command line.
-    let client_ca = TestCa::new("cli clients");
+    let client_ca = Ca::new("cli clients");
     let ca_path = write_client_ca(&dir, &client_ca);
     let args = [
         "--tls-cert".to_owned(),
@@ -302,11 +229,10 @@ async fn the_binary_serves_https_from_flags() {
             .await
             .is_err()
     );
-    let trusted = client_config(&ca, &[b"http/1.1"], Some(client_ca.client()));
+    let trusted = client_config(&ca, &[b"http/1.1"], Some(&client_ca.client_leaf()));
     https(bin.addr, trusted, Method::GET, "/health", "")
         .await
         .unwrap()
         .expect(200);
     drop(bin);
-    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -15,8 +15,8 @@ use magma_validator::magma_protocol::{
 };
 use serde_json::Value;
 
-use crate::deviations::{coaching_corpus, is_deviation, public_corpus};
 use crate::support::{code, run, stderr};
+use magma_testkit::fixtures::{coaching_corpus, is_deviation, public_corpus};
 
 const FIXTURES: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),

@@ -4,7 +4,9 @@
 
 use serde_json::Value;
 
-use crate::support::{TempDir, code, run, stderr, stdout};
+use magma_testkit::TempDir;
+
+use crate::support::{code, run, stderr, stdout};
 
 fn json_report(args: &[&str], stdin: &[u8]) -> (i32, Value) {
     let mut all = args.to_vec();
@@ -332,6 +334,23 @@ fn hostile_documents_are_findings_not_crashes() {
         assert_eq!(exit, 1, "{kind}");
         assert!(report["summary"]["errors"].as_u64().unwrap() >= 1);
     }
+}
+
+/// The error-list bomb: `check` lists the first 100 problems as the
+/// reference reports them and one finding that counts the rest.
+#[test]
+fn an_error_list_bomb_lists_the_first_hundred_and_counts_the_rest() {
+    let zeros = vec!["0"; 20_000].join(",");
+    let doc = format!(r#"{{"request_id":"e","inputs":[{zeros}]}}"#);
+    let (exit, report) = json_report(&["check", "--kind", "request", "-"], doc.as_bytes());
+    assert_eq!(exit, 1);
+    let found = triples(&report);
+    assert_eq!(found.len(), 101);
+    assert_eq!(found[0], t("error", "model_type", "inputs[0]"));
+    assert_eq!(found[99], t("error", "model_type", "inputs[99]"));
+    assert_eq!(found[100], t("error", "too_many_errors", "(document)"));
+    let last = report["findings"][100]["message"].as_str().unwrap();
+    assert!(last.starts_with("19900 more problems"), "{last}");
 }
 
 const COACHING_REQUEST: &str = r#"{"run_id": "run-1", "request_id": "r1", "kind": "format",

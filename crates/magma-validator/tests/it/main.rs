@@ -4,8 +4,7 @@
 
 mod batch;
 mod cli_check;
-#[path = "../../../magma-protocol/tests/it/deviations.rs"]
-mod deviations;
+mod docs;
 mod probe_ci;
 mod probe_coaching;
 mod probe_faults;

@@ -9,24 +9,22 @@ use std::time::{Duration, Instant};
 use quick_junit::{NonSuccessKind, TestCaseStatus};
 use serde_json::Value;
 
+use magma_testkit::TempDir;
+use magma_testkit::stub::free_port;
+
 use crate::support::{
-    AUTHORIZATION, AgentServer, BIN, Fault, TempDir, check, code, probe, run, stderr, stdout,
+    AUTHORIZATION, BIN, Fault, agent_server, check, code, probe, run, stderr, stdout,
 };
 
 /// A port that was just free: nothing listens there.
 fn dead_url() -> String {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    format!("http://127.0.0.1:{port}")
+    format!("http://{}", free_port())
 }
 
 #[test]
 fn a_nan_500_warns_fails_with_strict_and_can_be_skipped() {
     // What every stock FastAPI agent does with NaN.
-    let server = AgentServer::start(Fault::NanServerError);
+    let server = agent_server(Fault::NanServerError);
     let url = server.url();
 
     let (exit, report, stderr) = probe(&url, &[]);
@@ -72,7 +70,7 @@ fn a_nan_500_warns_fails_with_strict_and_can_be_skipped() {
 
 #[test]
 fn warn_softens_one_failing_check_and_names_are_checked() {
-    let server = AgentServer::start(Fault::ServerErrorOnEmptyInputs);
+    let server = agent_server(Fault::ServerErrorOnEmptyInputs);
     let url = server.url();
     let (exit, report, _) = probe(&url, &["--warn", "empty-inputs"]);
     assert_eq!(exit, 0, "{report:#}");
@@ -157,7 +155,7 @@ fn nothing_listening_still_writes_a_junit_and_a_json_report() {
 
 #[test]
 fn output_writes_the_document_and_prints_the_human_report() {
-    let server = AgentServer::start(Fault::None);
+    let server = agent_server(Fault::None);
     let dir = TempDir::new("output-ok");
     let path = dir.file("r.xml", b"");
     let out = run(
@@ -183,7 +181,7 @@ fn output_writes_the_document_and_prints_the_human_report() {
 
 #[test]
 fn a_wrong_base_url_stops_with_one_message() {
-    let server = AgentServer::start(Fault::None);
+    let server = agent_server(Fault::None);
     let url = format!("{}/agent", server.url());
     let (exit, report, stderr) = probe(&url, &[]);
     assert_eq!(exit, 2, "{report:#}");
@@ -195,7 +193,7 @@ fn a_wrong_base_url_stops_with_one_message() {
 
 #[test]
 fn headers_reach_an_agent_behind_an_authorization_check() {
-    let server = AgentServer::start(Fault::RequiresAuthorization);
+    let server = agent_server(Fault::RequiresAuthorization);
     let url = server.url();
     let header = format!("Authorization: {AUTHORIZATION}");
     let (exit, report, err) = probe(&url, &["--header", &header]);
@@ -220,7 +218,7 @@ fn headers_reach_an_agent_behind_an_authorization_check() {
 
 #[test]
 fn progress_lines_arrive_while_a_slow_agent_is_probed() {
-    let server = AgentServer::start(Fault::Slow);
+    let server = agent_server(Fault::Slow);
     let url = server.url();
     let started = Instant::now();
     let mut child = Command::new(BIN)
@@ -254,7 +252,7 @@ fn progress_lines_arrive_while_a_slow_agent_is_probed() {
 
 #[test]
 fn a_waiting_line_while_health_answers_503() {
-    let server = AgentServer::start(Fault::HealthUnavailable);
+    let server = agent_server(Fault::HealthUnavailable);
     let out = run(
         &[
             "probe",
@@ -276,8 +274,8 @@ fn a_waiting_line_while_health_answers_503() {
 
 #[test]
 fn plain_http_on_an_https_url_says_so_without_a_ca_hint() {
-    let server = AgentServer::start(Fault::None);
-    let url = format!("https://{}", server.addr);
+    let server = agent_server(Fault::None);
+    let url = format!("https://{}", server.addr());
     let (exit, report, stderr) = probe(&url, &[]);
     assert_eq!(exit, 2, "{report:#}");
     assert_eq!(report["stopped"]["kind"], "tls");

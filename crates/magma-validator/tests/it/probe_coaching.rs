@@ -1,22 +1,15 @@
 //! The probe's coaching checks: they pass the demo agent with coaching on
-//! (run) and off (skipped), and fail, naming the fault, agents written
-//! directly on hyper with one coaching fault each. The same fake without a
+//! (run) and off (skipped), and fail, naming the fault, agents (stub
+//! servers of the test kit) with one coaching fault each. The same fake without a
 //! fault passes every coaching check, so each failure comes from its fault.
 
 use std::collections::HashMap;
-use std::convert::Infallible;
-use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
-use bytes::Bytes;
-use http::{Method, Request, Response, StatusCode};
-use http_body_util::{BodyExt, Full};
-use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
 use magma_server::Config;
 use magma_server::demo::DemoAgent;
+use magma_testkit::stub::{Options, Recorded, Reply, StubServer};
 use magma_validator::magma_protocol::coaching::{
     CoachingPayload, CoachingProposal, CoachingSessionConfig, SpecializedCoachingRequest,
     SpecializedCoachingResponse,
@@ -68,22 +61,17 @@ struct Session {
 
 type Sessions = Arc<Mutex<HashMap<String, Session>>>;
 
-fn json(status: u16, body: impl Into<String>) -> (u16, String) {
-    (status, body.into())
+fn json(status: u16, body: impl Into<String>) -> Reply {
+    Reply::json(status, body.into())
 }
 
-async fn handle(
-    fault: Fault,
-    sessions: Sessions,
-    method: Method,
-    path: &str,
-    body: Bytes,
-) -> (u16, String) {
+async fn handle(fault: Fault, sessions: Sessions, req: Recorded) -> Reply {
+    let (method, path, body) = (req.method.as_str(), req.path_only(), &req.body);
     if let Some(id) = path.strip_prefix("/v1/coaching/sessions/") {
         // The probe's run ids need no percent-decoding.
         let id = id.to_owned();
-        if method == Method::PUT {
-            let config = match CoachingSessionConfig::from_slice(&body) {
+        if method == "PUT" {
+            let config = match CoachingSessionConfig::from_slice(body) {
                 Ok(c) => c,
                 Err(e) => return json(422, e.to_fastapi_body().to_json_string()),
             };
@@ -93,7 +81,7 @@ async fn handle(
                 if s.closing || !same || fault == Fault::PutNotIdempotent {
                     return json(409, r#"{"detail":"conflict"}"#);
                 }
-                return (204, String::new());
+                return Reply::empty(204);
             }
             map.insert(
                 id,
@@ -102,13 +90,13 @@ async fn handle(
                     ..Session::default()
                 },
             );
-            return (204, String::new());
+            return Reply::empty(204);
         }
-        if method == Method::DELETE {
+        if method == "DELETE" {
             {
                 let mut map = sessions.lock().unwrap();
                 match map.get_mut(&id) {
-                    None => return (204, String::new()),
+                    None => return Reply::empty(204),
                     Some(s) => s.closing = true,
                 }
             }
@@ -122,20 +110,20 @@ async fn handle(
                 }
             }
             sessions.lock().unwrap().remove(&id);
-            return (204, String::new());
+            return Reply::empty(204);
         }
         return json(405, r#"{"detail":"Method Not Allowed"}"#);
     }
-    match (&method, path) {
-        (&Method::GET, "/health") => json(200, r#"{"status":"ready"}"#),
-        (&Method::GET, "/v1/info") => json(
+    match (method, path) {
+        ("GET", "/health") => json(200, r#"{"status":"ready"}"#),
+        ("GET", "/v1/info") => json(
             200,
             r#"{"protocol_version":"2.0","agent_id":"fake-coach","agent_version":"0.0.1",
                "specialized_coaching":["failure","suboptimal","format"],"coaching_resume":true,
                "coaching_unavailable_reason":null,"capabilities":{"inference":true,"coaching":true}}"#,
         ),
-        (&Method::POST, "/v1/coaching") => {
-            let request = match SpecializedCoachingRequest::from_slice(&body) {
+        ("POST", "/v1/coaching") => {
+            let request = match SpecializedCoachingRequest::from_slice(body) {
                 Ok(r) => r,
                 Err(e) => return json(422, e.to_fastapi_body().to_json_string()),
             };
@@ -184,8 +172,8 @@ async fn handle(
             let response = SpecializedCoachingResponse::corrected(id, proposals).unwrap();
             json(200, response.to_json_string())
         }
-        (&Method::POST, "/v1/responses") => {
-            let request = match AgentRequest::from_slice(&body) {
+        ("POST", "/v1/responses") => {
+            let request = match AgentRequest::from_slice(body) {
                 Ok(r) => r,
                 Err(e) => return json(422, e.to_fastapi_body().to_json_string()),
             };
@@ -210,92 +198,17 @@ async fn handle(
     }
 }
 
-/// A fake coaching agent on 127.0.0.1, on its own thread; stopped on drop.
-struct FakeCoach {
-    addr: SocketAddr,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl FakeCoach {
-    fn start(fault: Fault) -> FakeCoach {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-        listener.set_nonblocking(true).expect("nonblocking");
-        let addr = listener.local_addr().expect("local addr");
-        let (stop_tx, mut stop_rx) = tokio::sync::oneshot::channel::<()>();
-        let sessions: Sessions = Arc::default();
-        let thread = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-                .expect("runtime");
-            rt.block_on(async move {
-                let listener = tokio::net::TcpListener::from_std(listener).expect("listener");
-                loop {
-                    let stream = tokio::select! {
-                        _ = &mut stop_rx => break,
-                        accepted = listener.accept() => match accepted {
-                            Ok((s, _)) => s,
-                            Err(_) => continue,
-                        },
-                    };
-                    let sessions = Arc::clone(&sessions);
-                    tokio::spawn(async move {
-                        let service = service_fn(move |req: Request<hyper::body::Incoming>| {
-                            let sessions = Arc::clone(&sessions);
-                            async move {
-                                let (parts, body) = req.into_parts();
-                                let body = body
-                                    .collect()
-                                    .await
-                                    .map(|b| b.to_bytes())
-                                    .unwrap_or_default();
-                                let (status, text) =
-                                    handle(fault, sessions, parts.method, parts.uri.path(), body)
-                                        .await;
-                                let mut builder = Response::builder()
-                                    .status(StatusCode::from_u16(status).unwrap());
-                                if status != 204 {
-                                    builder = builder.header("content-type", "application/json");
-                                }
-                                Ok::<_, Infallible>(
-                                    builder.body(Full::new(Bytes::from(text))).unwrap(),
-                                )
-                            }
-                        });
-                        let _ = hyper::server::conn::http1::Builder::new()
-                            .serve_connection(TokioIo::new(stream), service)
-                            .await;
-                    });
-                }
-            });
-        });
-        FakeCoach {
-            addr,
-            stop: Some(stop_tx),
-            thread: Some(thread),
-        }
-    }
-
-    fn url(&self) -> String {
-        format!("http://{}", self.addr)
-    }
-}
-
-impl Drop for FakeCoach {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
+/// A fake coaching agent on 127.0.0.1 (a stub server of the test kit whose
+/// handler waits: DELETE for the session's requests in flight).
+fn fake_coach(fault: Fault) -> StubServer {
+    let sessions: Sessions = Arc::default();
+    StubServer::start_async(Options::default(), move |req| {
+        Box::pin(handle(fault, Arc::clone(&sessions), req))
+    })
 }
 
 fn probe_fake(fault: Fault) -> (i32, Value) {
-    let server = FakeCoach::start(fault);
+    let server = fake_coach(fault);
     let (code, report, stderr) = probe(&server.url(), &[]);
     assert!(
         report.is_object(),

@@ -6,11 +6,11 @@
 
 use serde_json::Value;
 
-use crate::support::{AgentServer, Fault, check, findings, probe};
+use crate::support::{Fault, agent_server, check, findings, probe};
 
 /// Probes an agent with `fault`; returns the exit code and the report.
 fn probe_fault(fault: Fault) -> (i32, Value) {
-    let server = AgentServer::start(fault);
+    let server = agent_server(fault);
     let (code, report, stderr) = probe(&server.url(), &[]);
     assert!(
         report.is_object(),
@@ -261,7 +261,7 @@ fn status_500_for_empty_inputs() {
 
 #[test]
 fn health_503_forever_is_one_not_ready_outcome() {
-    let server = AgentServer::start(Fault::HealthUnavailable);
+    let server = agent_server(Fault::HealthUnavailable);
     let started = std::time::Instant::now();
     let (exit, report, stderr) = probe(&server.url(), &[]);
     // --ready-timeout 0.5: the wait is bounded.

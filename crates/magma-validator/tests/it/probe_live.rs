@@ -2,19 +2,18 @@
 //! formats, and agents it cannot reach.
 
 use std::net::SocketAddr;
-use std::thread::JoinHandle;
 
 use magma_server::demo::DemoAgent;
 use magma_server::{Config, Server};
+use magma_testkit::stub::Background;
 
-use crate::support::{AgentServer, Fault, check, code, probe, run, stderr, stdout};
+use crate::support::{Fault, agent_server, check, code, probe, run, stderr, stdout};
 
 /// `magma-server` serving the demo agent on 127.0.0.1, on its own thread.
 pub(crate) struct RealServer {
     addr: SocketAddr,
     https: bool,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<JoinHandle<()>>,
+    _background: Background,
 }
 
 impl RealServer {
@@ -29,48 +28,22 @@ impl RealServer {
     /// `magma-server` serving `agent` (the demo agent, with or without coaching).
     pub(crate) fn start_demo(agent: DemoAgent, config: Config) -> RealServer {
         let https = config.tls.is_some();
-        let (addr_tx, addr_rx) = std::sync::mpsc::channel();
-        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-        let thread = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("runtime");
-            rt.block_on(async move {
-                let server = Server::bind("127.0.0.1:0", config)
-                    .await
-                    .expect("bind magma-server");
-                addr_tx.send(server.local_addr()).expect("send address");
-                server
-                    .serve(agent, async move {
-                        let _ = stop_rx.await;
-                    })
-                    .await;
-            });
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind magma-server");
+        let addr = listener.local_addr().expect("magma-server address");
+        let background = Background::spawn(move |stop| async move {
+            let server = Server::from_listener(listener, config).expect("magma-server");
+            server.serve(agent, stop).await;
         });
-        let addr = addr_rx.recv().expect("magma-server address");
         RealServer {
             addr,
             https,
-            stop: Some(stop_tx),
-            thread: Some(thread),
+            _background: background,
         }
     }
 
     pub(crate) fn url(&self) -> String {
         let scheme = if self.https { "https" } else { "http" };
         format!("{scheme}://{}", self.addr)
-    }
-}
-
-impl Drop for RealServer {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
     }
 }
 
@@ -112,7 +85,7 @@ fn human_and_junit_formats() {
 
 #[test]
 fn failures_in_junit_and_human_output_name_the_fault() {
-    let server = AgentServer::start(Fault::ReversedCandidates);
+    let server = agent_server(Fault::ReversedCandidates);
     let url = server.url();
     let out = run(&["probe", &url, "--format", "junit"], b"");
     assert_eq!(code(&out), 1);

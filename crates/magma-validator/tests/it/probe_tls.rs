@@ -1,17 +1,16 @@
-//! HTTPS (feature `tls`): a CA made with rcgen in the test, a certificate
+//! HTTPS (feature `tls`): a CA made in the test (the test kit), a certificate
 //! for 127.0.0.1 signed by it; the probe passes with `--cacert` and refuses
 //! an untrusted certificate with a clear message (exit 2).
 
 use std::sync::Arc;
 
-use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose};
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use magma_testkit::TempDir;
+use magma_testkit::pki::{self, Ca};
 
 use magma_server::{Config, TlsConfig};
 
 use crate::probe_live::RealServer;
-use crate::support::{AgentServer, Fault, TempDir, probe};
+use crate::support::{Fault, agent_server_with, probe};
 
 /// A CA and a server certificate for 127.0.0.1 signed by it.
 struct Pki {
@@ -20,40 +19,17 @@ struct Pki {
 }
 
 fn pki(ca_name: &str) -> Pki {
-    let ca_key = KeyPair::generate().unwrap();
-    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca.distinguished_name.push(DnType::CommonName, ca_name);
-    ca.key_usages = vec![KeyUsagePurpose::KeyCertSign];
-    let ca_pem = ca.self_signed(&ca_key).unwrap().pem();
-    let issuer = Issuer::new(ca, ca_key);
-
-    let key = KeyPair::generate().unwrap();
-    let leaf = CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])
-        .unwrap()
-        .signed_by(&key, &issuer)
-        .unwrap();
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_no_client_auth()
-        .with_single_cert(
-            vec![CertificateDer::from_pem_slice(leaf.pem().as_bytes()).unwrap()],
-            PrivateKeyDer::from_pem_slice(key.serialize_pem().as_bytes()).unwrap(),
-        )
-        .unwrap();
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let ca = Ca::new(ca_name);
     Pki {
-        ca_pem,
-        server: Arc::new(config),
+        server: pki::server_config(&ca.server_leaf(), None, &[b"http/1.1"]),
+        ca_pem: ca.pem,
     }
 }
 
 #[test]
 fn https_with_cacert_passes() {
     let pki = pki("magma-validator test CA");
-    let server = AgentServer::start_with(Fault::None, Some(pki.server));
+    let server = agent_server_with(Fault::None, Some(pki.server));
     let dir = TempDir::new("tls");
     let ca = dir.file("ca.pem", pki.ca_pem.as_bytes());
     let url = server.url();
@@ -67,7 +43,7 @@ fn https_with_cacert_passes() {
 #[test]
 fn https_with_an_untrusted_certificate_is_refused_clearly() {
     let trusted = pki("magma-validator test CA");
-    let server = AgentServer::start_with(Fault::None, Some(trusted.server));
+    let server = agent_server_with(Fault::None, Some(trusted.server));
     let (exit, report, stderr) = probe(&server.url(), &[]);
     assert_eq!(exit, 2, "{report:#}");
     assert_eq!(report["stopped"]["kind"], "tls", "{report:#}");
@@ -93,25 +69,12 @@ fn https_with_an_untrusted_certificate_is_refused_clearly() {
 /// A client CA and a client certificate it signed, as PEM files in `dir`:
 /// `(client CA, client certificate, client key)`.
 fn client_identity(dir: &TempDir) -> (String, String, String) {
-    let ca_key = KeyPair::generate().unwrap();
-    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca.distinguished_name
-        .push(DnType::CommonName, "magma-validator client CA");
-    ca.key_usages = vec![KeyUsagePurpose::KeyCertSign];
-    let ca_pem = ca.self_signed(&ca_key).unwrap().pem();
-    let issuer = Issuer::new(ca, ca_key);
-    let key = KeyPair::generate().unwrap();
-    let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-    params
-        .distinguished_name
-        .push(DnType::CommonName, "magma-validate in CI");
-    params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
-    let cert = params.signed_by(&key, &issuer).unwrap();
+    let ca = Ca::new("magma-validator client CA");
+    let leaf = ca.client_leaf();
     (
-        dir.file("client-ca.pem", ca_pem.as_bytes()),
-        dir.file("client.pem", cert.pem().as_bytes()),
-        dir.file("client-key.pem", key.serialize_pem().as_bytes()),
+        dir.file("client-ca.pem", &ca.pem),
+        dir.file("client.pem", &leaf.cert_pem),
+        dir.file("client-key.pem", &leaf.key_pem),
     )
 }
 

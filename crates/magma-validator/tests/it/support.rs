@@ -1,20 +1,13 @@
-//! Running the real `magma-validate` binary, and agent servers on
-//! 127.0.0.1: a correct one and deliberately broken ones (one fault each),
-//! written directly on hyper, optionally over TLS.
+//! Running the real `magma-validate` binary, and agents on 127.0.0.1 (stub
+//! servers of the test kit, optionally over TLS): a correct one and
+//! deliberately broken ones (one fault each).
 
-use std::convert::Infallible;
 use std::io::Write;
-use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::sync::Arc;
-use std::thread::JoinHandle;
+use std::time::Duration;
 
-use bytes::Bytes;
-use http::{Method, Request, Response, StatusCode};
-use http_body_util::{BodyExt, Full};
-use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
+use magma_testkit::stub::{Options, Reply, StubServer};
 use magma_validator::magma_protocol::{
     AgentDecision, AgentError, AgentInput, AgentRequest, AgentResponse, Candidate, NonEmptyString,
     Object, ToolCall,
@@ -55,40 +48,6 @@ pub(crate) fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
-/// A file in a fresh temporary directory, removed with the directory when
-/// dropped.
-pub(crate) struct TempDir(PathBuf);
-
-impl TempDir {
-    pub(crate) fn new(tag: &str) -> TempDir {
-        use std::sync::atomic::{AtomicUsize, Ordering};
-        static N: AtomicUsize = AtomicUsize::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "magma-validator-{tag}-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::SeqCst)
-        ));
-        std::fs::create_dir_all(&dir).expect("create temp dir");
-        TempDir(dir)
-    }
-
-    pub(crate) fn path(&self) -> &std::path::Path {
-        &self.0
-    }
-
-    pub(crate) fn file(&self, name: &str, contents: &[u8]) -> String {
-        let path = self.0.join(name);
-        std::fs::write(&path, contents).expect("write temp file");
-        path.display().to_string()
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 /// One way an agent can be wrong.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Fault {
@@ -126,24 +85,6 @@ pub(crate) enum Fault {
 
 /// The header `Fault::RequiresAuthorization` wants.
 pub(crate) const AUTHORIZATION: &str = "Bearer s3cret";
-
-struct Reply {
-    status: u16,
-    content_type: &'static str,
-    body: String,
-    allow: Option<&'static str>,
-}
-
-impl Reply {
-    fn json(status: u16, body: impl Into<String>) -> Reply {
-        Reply {
-            status,
-            content_type: "application/json",
-            body: body.into(),
-            allow: None,
-        }
-    }
-}
 
 fn first_tool(input: &AgentInput) -> String {
     input
@@ -183,22 +124,13 @@ fn responses(fault: Fault, body: &[u8]) -> Reply {
         Err(_)
             if fault == Fault::NanServerError && String::from_utf8_lossy(body).contains("NaN") =>
         {
-            return Reply {
-                status: 500,
-                content_type: "text/plain; charset=utf-8",
-                body: "Internal Server Error".to_owned(),
-                allow: None,
-            };
+            return Reply::json(500, "Internal Server Error")
+                .content_type("text/plain; charset=utf-8");
         }
         Err(e) => return Reply::json(422, e.to_fastapi_body().to_json_string()),
     };
     if request.inputs().is_empty() && fault == Fault::ServerErrorOnEmptyInputs {
-        return Reply {
-            status: 500,
-            content_type: "text/plain",
-            body: "Internal Server Error".to_owned(),
-            allow: None,
-        };
+        return Reply::json(500, "Internal Server Error").content_type("text/plain");
     }
     let response = AgentResponse::build(&request, |input, k| {
         if fault == Fault::AllErrorCandidates {
@@ -284,144 +216,58 @@ fn info(fault: Fault) -> String {
     info.to_string()
 }
 
-fn handle(fault: Fault, method: &Method, path: &str, body: &[u8]) -> Reply {
+fn handle(fault: Fault, method: &str, path: &str, body: &[u8]) -> Reply {
     let mut reply = match (method, path) {
-        (&Method::GET, "/v1/info") if fault == Fault::InfoServerError => Reply {
-            status: 500,
-            content_type: "text/plain; charset=utf-8",
-            body: "Internal Server Error".to_owned(),
-            allow: None,
-        },
-        (&Method::GET, "/health") => match fault {
+        ("GET", "/v1/info") if fault == Fault::InfoServerError => {
+            Reply::json(500, "Internal Server Error").content_type("text/plain; charset=utf-8")
+        }
+        ("GET", "/health") => match fault {
             Fault::HealthUnavailable => Reply::json(503, r#"{"detail":"Models are not ready"}"#),
             Fault::HealthExtraField => Reply::json(200, r#"{"status":"ready","uptime_s":12}"#),
             _ => Reply::json(200, r#"{"status":"ready"}"#),
         },
-        (&Method::GET, "/v1/info") => Reply::json(200, info(fault)),
-        (&Method::POST, "/v1/responses") => responses(fault, body),
-        (_, "/health" | "/v1/info") => Reply {
-            allow: Some("GET"),
-            ..Reply::json(405, r#"{"detail":"Method Not Allowed"}"#)
-        },
-        (_, "/v1/responses") => Reply {
-            allow: Some("POST"),
-            ..Reply::json(405, r#"{"detail":"Method Not Allowed"}"#)
-        },
+        ("GET", "/v1/info") => Reply::json(200, info(fault)),
+        ("POST", "/v1/responses") => responses(fault, body),
+        (_, "/health" | "/v1/info") => {
+            Reply::json(405, r#"{"detail":"Method Not Allowed"}"#).header("allow", "GET")
+        }
+        (_, "/v1/responses") => {
+            Reply::json(405, r#"{"detail":"Method Not Allowed"}"#).header("allow", "POST")
+        }
         _ => Reply::json(404, r#"{"detail":"Not Found"}"#),
     };
     if fault == Fault::TextPlainContentType {
-        reply.content_type = "text/plain; charset=utf-8";
+        reply = reply.content_type("text/plain; charset=utf-8");
     }
     reply
 }
 
-/// A server on 127.0.0.1 with its own thread and runtime; stopped on drop.
-pub(crate) struct AgentServer {
-    pub(crate) addr: SocketAddr,
-    https: bool,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<JoinHandle<()>>,
+/// An agent with `fault` on 127.0.0.1 (a stub server of the test kit).
+pub(crate) fn agent_server(fault: Fault) -> StubServer {
+    agent_server_with(fault, None)
 }
 
-impl AgentServer {
-    pub(crate) fn start(fault: Fault) -> AgentServer {
-        AgentServer::start_with(fault, None)
-    }
-
-    pub(crate) fn start_with(fault: Fault, tls: Option<Arc<rustls::ServerConfig>>) -> AgentServer {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-        listener.set_nonblocking(true).expect("nonblocking");
-        let addr = listener.local_addr().expect("local addr");
-        let (stop_tx, mut stop_rx) = tokio::sync::oneshot::channel::<()>();
-        let https = tls.is_some();
-        let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
-        let thread = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("runtime");
-            rt.block_on(async move {
-                let listener = tokio::net::TcpListener::from_std(listener).expect("listener");
-                loop {
-                    let stream = tokio::select! {
-                        _ = &mut stop_rx => break,
-                        accepted = listener.accept() => match accepted {
-                            Ok((s, _)) => s,
-                            Err(_) => continue,
-                        },
-                    };
-                    let acceptor = acceptor.clone();
-                    tokio::spawn(async move {
-                        let service =
-                            service_fn(move |req: Request<hyper::body::Incoming>| async move {
-                                let (parts, body) = req.into_parts();
-                                let body = body
-                                    .collect()
-                                    .await
-                                    .map(|b| b.to_bytes())
-                                    .unwrap_or_default();
-                                let authorized = parts
-                                    .headers
-                                    .get("authorization")
-                                    .is_some_and(|v| v == AUTHORIZATION);
-                                let reply = if fault == Fault::RequiresAuthorization && !authorized
-                                {
-                                    Reply::json(401, r#"{"detail":"Not authenticated"}"#)
-                                } else {
-                                    if fault == Fault::Slow && parts.method == Method::POST {
-                                        tokio::time::sleep(std::time::Duration::from_millis(300))
-                                            .await;
-                                    }
-                                    handle(fault, &parts.method, parts.uri.path(), &body)
-                                };
-                                let mut builder = Response::builder()
-                                    .status(StatusCode::from_u16(reply.status).unwrap())
-                                    .header("content-type", reply.content_type);
-                                if let Some(allow) = reply.allow {
-                                    builder = builder.header("allow", allow);
-                                }
-                                Ok::<_, Infallible>(
-                                    builder.body(Full::new(Bytes::from(reply.body))).unwrap(),
-                                )
-                            });
-                        let http = hyper::server::conn::http1::Builder::new();
-                        match acceptor {
-                            Some(acceptor) => {
-                                if let Ok(tls) = acceptor.accept(stream).await {
-                                    let _ = http.serve_connection(TokioIo::new(tls), service).await;
-                                }
-                            }
-                            None => {
-                                let _ = http.serve_connection(TokioIo::new(stream), service).await;
-                            }
-                        }
-                    });
-                }
-            });
-        });
-        AgentServer {
-            addr,
-            https,
-            stop: Some(stop_tx),
-            thread: Some(thread),
+/// [`agent_server`], over TLS when `tls` is given.
+pub(crate) fn agent_server_with(
+    fault: Fault,
+    tls: Option<Arc<rustls::ServerConfig>>,
+) -> StubServer {
+    let options = Options {
+        tls,
+        ..Options::default()
+    };
+    StubServer::start_with(options, move |req| {
+        let authorized = req.header("authorization") == Some(AUTHORIZATION);
+        if fault == Fault::RequiresAuthorization && !authorized {
+            return Reply::json(401, r#"{"detail":"Not authenticated"}"#);
         }
-    }
-
-    pub(crate) fn url(&self) -> String {
-        let scheme = if self.https { "https" } else { "http" };
-        format!("{scheme}://{}", self.addr)
-    }
-}
-
-impl Drop for AgentServer {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
+        let reply = handle(fault, &req.method, req.path_only(), &req.body);
+        if fault == Fault::Slow && req.method == "POST" {
+            reply.after(Duration::from_millis(300))
+        } else {
+            reply
         }
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
+    })
 }
 
 /// Runs `magma-validate probe URL --format json` with short timeouts; returns

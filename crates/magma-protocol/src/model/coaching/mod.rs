@@ -62,9 +62,22 @@ macro_rules! document {
                 if let Some(value) = ($direct)(bytes) {
                     return Ok(value);
                 }
-                let value = $crate::json::parse_shaped(bytes, $shape, $crate::limits::READ)
-                    .map_err(|e| $crate::error::Error::from(e).with_model(stringify!($ty)))?;
-                Self::from_json(value)
+                // As every document since issue 20: the first
+                // `MAX_REPORTED_ERRORS` scalars where objects belong are
+                // kept, the rest only counted.
+                let (value, dropped) = $crate::json::parse_shaped_counted(
+                    bytes,
+                    $shape,
+                    $crate::limits::READ,
+                    $crate::limits::MAX_REPORTED_ERRORS,
+                )
+                .map_err(|e| $crate::error::Error::from(e).with_model(stringify!($ty)))?;
+                $crate::validate::Validation::document_counted(
+                    stringify!($ty),
+                    value,
+                    dropped,
+                    $validator,
+                )
             }
 
             /// Validates an already parsed value.

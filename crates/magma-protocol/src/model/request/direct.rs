@@ -196,7 +196,7 @@ mod tests {
     use super::*;
     use crate::json::{Json, Object};
 
-    include!("../../../benches/bench_like.rs");
+    use magma_testkit::fixtures::{TINY_BODY, bench_like_request, http_body};
     include!("../../../tests/support/corpus_docs.rs");
 
     /// The exact path, as `from_slice` runs it when this reader says `None`.
@@ -274,7 +274,7 @@ mod tests {
         docs
     }
 
-    /// The public corpus, found as `tests/it/deviations.rs` finds it
+    /// The public corpus, found as `magma_testkit::fixtures::public_corpus` finds it
     /// (`MAGMA_PUBLIC_CORPUS`, a file or a directory holding `public.jsonl`,
     /// else `shared/conformance/public.jsonl` beside the repository).
     fn public_corpus() -> Option<PathBuf> {

@@ -1,10 +1,20 @@
-//! Verdicts over the whole suite.
+//! Verdicts over the whole suite: checks that send nothing and judge what
+//! the checks before them saw, so they run last (see the registry order in
+//! `mod.rs`).
+//!
+//! Each inference check adds its candidates to the session's tally
+//! (`Session::tally`: how many candidates, how many completed, the error
+//! codes of the others). A suite-level check reads that tally; it defines
+//! its name, title, severity and consumers once, in its `CheckDef`, like
+//! every other check, and `docs/validator.md` has its row (the test
+//! `tests/it/docs.rs` keeps the two in step).
 
 use super::CheckDef;
 use crate::probe::session::Session;
 use crate::probe::{Check, CheckSeverity};
 use crate::report::Finding;
 
+/// The suite-level checks, in the order they run (after every other check).
 pub(super) const CHECKS: &[CheckDef] = &[CheckDef::new(
     "decisions",
     "the inference checks produced at least one completed candidate",
@@ -14,7 +24,10 @@ pub(super) const CHECKS: &[CheckDef] = &[CheckDef::new(
 )];
 
 /// An agent whose every candidate is an error passes each exchange (error
-/// candidates are valid), but cannot make a single decision.
+/// candidates are valid), but cannot make a single decision. Skipped when no
+/// inference check got a valid response (those already failed on their
+/// own); passes on one completed candidate; otherwise one finding naming the
+/// error codes, most frequent first.
 fn decisions(s: &mut Session, check: &mut Check) {
     let t = &s.tally;
     if t.candidates == 0 {

@@ -331,7 +331,7 @@ mod tests {
 
     use super::*;
 
-    include!("../../../../benches/bench_like.rs");
+    use magma_testkit::fixtures::gen_like_coaching_request;
     include!("../../../../tests/support/corpus_docs.rs");
 
     /// The exact path, as `from_slice` runs it when this reader says `None`.

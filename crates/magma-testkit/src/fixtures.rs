@@ -1,10 +1,13 @@
-// A deterministic BENCH-like request body, shared by the benchmarks and the
-// tests that check which parsing path such a body takes.
+//! Fixtures shared across crates: the BENCH-like request bodies and a
+//! GEN-sized coaching body (the protocol's benchmarks and parsing-path
+//! tests, `cargo xtask bench`), the deviation families from the reference
+//! (`docs/conformance.md`) and where the public corpora are.
+
+use std::path::PathBuf;
 
 /// A BENCH-like request: `inputs` environments with tools, attributes and a
 /// growing history in memory, about `inputs * 11.6` KB (52 inputs: 0.6 MB).
-#[allow(dead_code)]
-pub(crate) fn bench_like_request(inputs: usize) -> String {
+pub fn bench_like_request(inputs: usize) -> String {
     let mut out = String::from(r#"{"request_id":"0f8fad5bd9cb469fa16570867728950e","inputs":["#);
     for i in 0..inputs {
         if i > 0 {
@@ -18,7 +21,7 @@ pub(crate) fn bench_like_request(inputs: usize) -> String {
 
 /// One input of [`bench_like_request`] (about 11.6 KB): tools, attributes
 /// and a 40-step history in memory.
-pub(crate) fn bench_like_input(i: usize) -> String {
+pub fn bench_like_input(i: usize) -> String {
     let tools = r#"[{"name":"cancel_current_action","description":"Cancel the current action running on the targeted robot.","arguments":{}},{"name":"press_button","description":"Press a button.","arguments":{"id":{"description":"Button name.","type":"str"}}},{"name":"move_to","description":"Move the base to a position in the map frame.","arguments":{"x":{"description":"Target x in metres","type":"float"},"y":{"description":"Target y in metres","type":"float"},"speed":{"description":"Optional speed","type":"float"}}},{"name":"pick","description":"Pick an object.","arguments":{"object_id":{"description":"Identifier","type":"str"},"force":{"description":"Grip force in newtons","type":"float"}}}]"#;
     let mut history = String::new();
     for step in 0..40 {
@@ -44,8 +47,7 @@ pub(crate) fn bench_like_input(i: usize) -> String {
 /// GEN's `execution` record, the target the last step, a `replacement`
 /// point at it and a `recovery` point with an explicit input; every field
 /// present, explicit nulls included, as GEN sends it (50 steps: 0.63 MB).
-#[allow(dead_code)]
-pub(crate) fn gen_like_coaching_request(steps: usize) -> String {
+pub fn gen_like_coaching_request(steps: usize) -> String {
     use std::fmt::Write;
     let mut out = String::from(
         r#"{"run_id":"2026-02-22_20-02-08_handover","request_id":"ae5c812fe2994fc1abb51d18b559e8ca","kind":"failure","stage":{"id":2,"goal":"Hand the green sponge over to stretch.","hint":null},"active_errors":[{"code":"environment","description":"panda: move_to failed: path blocked","details":{"robot":"panda","attempts":2}}],"diagnosis":{"explanation":"The robot moved before the gripper was free.","expected_decision":"Release the cube, then move."},"target_step_id":"#,
@@ -75,8 +77,7 @@ pub(crate) fn gen_like_coaching_request(steps: usize) -> String {
 /// The body `cargo xtask bench` posts to the servers: a BENCH-like request of
 /// `inputs` env inputs (the skill API as BENCH sends it, robots, a short
 /// history); 8 inputs make 6676 bytes.
-#[allow(dead_code)]
-pub(crate) fn http_body(inputs: usize) -> String {
+pub fn http_body(inputs: usize) -> String {
     use std::fmt::Write;
     let tools = r#"[{"name":"cancel_current_action","description":"Cancel the current action running on the targeted robot.","arguments":{}},{"name":"press_button","description":"Press a button.","arguments":{"id":{"description":"Button name.","type":"str"}}},{"name":"move_to","description":"Move the base to a position in the map frame.","arguments":{"x":{"description":"Target x in metres","type":"float"},"y":{"description":"Target y in metres","type":"float"}}}]"#;
     let mut out = String::from(r#"{"request_id":"7c9e6679742540de944be07fc1f90ae7","inputs":["#);
@@ -95,5 +96,78 @@ pub(crate) fn http_body(inputs: usize) -> String {
 
 /// The smallest useful request: one `user` input (`cargo xtask bench`'s
 /// tiny body).
-#[allow(dead_code)]
-pub(crate) const TINY_BODY: &str = r#"{"request_id":"r-1","inputs":[{"id":0,"instruction":{"type":"user","content":"Hello"},"num_outputs":1}]}"#;
+pub const TINY_BODY: &str = r#"{"request_id":"r-1","inputs":[{"id":0,"instruction":{"type":"user","content":"Hello"},"num_outputs":1}]}"#;
+
+/// The families where the project deliberately differs from the reference
+/// (`docs/conformance.md`). Families are matched exactly or, when the entry
+/// ends in `*`, by prefix.
+pub const DEVIATIONS: &[&str] = &[
+    "nonfinite.response_memory",
+    "nonfinite.response_internal_steps",
+    "nonfinite.exchange_response_memory",
+    "dup.key.shadow_*",
+    "str.lone_surrogate*",
+    "int.beyond_i64",
+    "int.beyond_u64",
+    "int.huge",
+    "dup.input_ids.big_distinct",
+    "exchange.big_ids",
+    "int.digit_limit",
+    // The coaching corpus (`coaching-public.jsonl`), for the same reasons.
+    "coaching.dup.key.shadow_*",
+    "coaching.str.lone_surrogate*",
+    "coaching.int.beyond_i64",
+    "coaching.int.beyond_u64",
+    "coaching.int.huge",
+    "coaching.ref.big_ids",
+    "coaching.int.digit_limit",
+];
+
+/// Whether `family` is one of [`DEVIATIONS`].
+pub fn is_deviation(family: &str) -> bool {
+    DEVIATIONS.iter().any(|d| match d.strip_suffix('*') {
+        Some(prefix) => family.starts_with(prefix),
+        None => family == *d,
+    })
+}
+
+/// The coaching corpus of reference verdicts, `coaching-public.jsonl`:
+/// `$MAGMA_COACHING_CORPUS`, else beside `$MAGMA_PUBLIC_CORPUS` (then it must
+/// exist in either case: CI sets the latter and checks both), else
+/// `shared/conformance/coaching-public.jsonl` beside the repository, else
+/// `None`.
+pub fn coaching_corpus(manifest_dir: &str) -> Option<PathBuf> {
+    let required = if let Some(p) = std::env::var_os("MAGMA_COACHING_CORPUS") {
+        Some(PathBuf::from(p))
+    } else {
+        std::env::var_os("MAGMA_PUBLIC_CORPUS")
+            .map(|p| PathBuf::from(p).with_file_name("coaching-public.jsonl"))
+    };
+    if let Some(p) = required {
+        assert!(
+            p.is_file(),
+            "{} is not a file: set MAGMA_COACHING_CORPUS to coaching-public.jsonl",
+            p.display()
+        );
+        return Some(p);
+    }
+    let p = PathBuf::from(manifest_dir).join("../../../shared/conformance/coaching-public.jsonl");
+    p.is_file().then_some(p)
+}
+
+/// The public corpus of reference verdicts: `$MAGMA_PUBLIC_CORPUS` (then it
+/// must exist), else `shared/conformance/public.jsonl` beside the repository,
+/// else `None`. `manifest_dir` is the calling crate's `CARGO_MANIFEST_DIR`.
+pub fn public_corpus(manifest_dir: &str) -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("MAGMA_PUBLIC_CORPUS") {
+        let p = PathBuf::from(p);
+        assert!(
+            p.is_file(),
+            "MAGMA_PUBLIC_CORPUS={} is not a file",
+            p.display()
+        );
+        return Some(p);
+    }
+    let p = PathBuf::from(manifest_dir).join("../../../shared/conformance/public.jsonl");
+    p.is_file().then_some(p)
+}

@@ -1,10 +1,10 @@
 //! Interop check: the Rust client against a MAGMA agent written in Python
-//! with FastAPI on magma-core 2.0.1 (`xtask/python/fastapi_agent.py`).
+//! with FastAPI on magma-core 2.0.1 (`harness/python/fastapi_agent.py`).
 //!
 //! ```text
-//! cargo run -p magma-rs-client --example interop -- http://127.0.0.1:8888 [--expect-not-ready]
-//! cargo run -p magma-rs-client --features tls --example interop -- https://127.0.0.1:8443 --cacert ca.pem
-//! cargo run -p magma-rs-client --features tls --example interop -- https://127.0.0.1:8443 --cacert ca.pem \
+//! cargo run -p magma-harness --bin interop-client -- http://127.0.0.1:8888 [--expect-not-ready]
+//! cargo run -p magma-harness --bin interop-client -- https://127.0.0.1:8443 --cacert ca.pem
+//! cargo run -p magma-harness --bin interop-client -- https://127.0.0.1:8443 --cacert ca.pem \
 //!     --client-cert client.pem --client-key client.key
 //! ```
 //!

@@ -1,12 +1,12 @@
 //! `cargo xtask interop`: magma-rs against the Python side MAGMA users run.
 //!
-//! 1. `magma-server` (demo agent) under `xtask/python/bench_client.py`, a
+//! 1. `magma-server` (demo agent) under `harness/python/bench_client.py`, a
 //!    Python client that does what magma-bench 2.0.1 does, and under
-//!    `xtask/python/gen_coaching.py`, GEN's coaching client (magma-gen
+//!    `harness/python/gen_coaching.py`, GEN's coaching client (magma-gen
 //!    2.0.0's `RemoteCoaching` and its POST path), over HTTP and over HTTPS
 //!    with the server's generated development CA.
-//! 2. `magma-client` (`crates/magma-client/examples/interop.rs`) against
-//!    `xtask/python/fastapi_agent.py --coaching`, a FastAPI agent on the
+//! 2. `magma-client` (`harness/src/bin/interop-client.rs`) against
+//!    `harness/python/fastapi_agent.py --coaching`, a FastAPI agent on the
 //!    magma-core 2.0.1 models with magma-core's own coaching routes
 //!    (`mount_coaching_routes`, its LLM worker pool replaced by a stub), over
 //!    HTTP (starting while the agent still answers 503) and over HTTPS.
@@ -31,25 +31,23 @@ fn run_checked(what: &str, cmd: &mut Command) -> Result<()> {
     run_inherited(what, cmd)
 }
 
-pub(crate) fn run() -> Result<()> {
+pub fn run() -> Result<()> {
     let root = crate::project_root()?;
     let python = python::ensure_venv(
         "interop",
-        &root.join("xtask/python/requirements-interop.txt"),
+        &root.join("harness/python/requirements-interop.txt"),
         &["magma-core==2.0.1", "magma-gen==2.0.0"],
     )?;
     let server_bin = crate::process::build_magma_server(&root, false, true)?;
     run_checked(
-        "building the magma-client interop example",
+        "building the magma-client interop driver",
         cargo().current_dir(&root).args([
             "build",
             "--quiet",
             "-p",
-            "magma-rs-client",
-            "--features",
-            "tls",
-            "--example",
-            "interop",
+            "magma-harness",
+            "--bin",
+            "interop-client",
         ]),
     )?;
     run_checked(
@@ -65,12 +63,12 @@ pub(crate) fn run() -> Result<()> {
     )?;
     let bin = target_dir(&root).join("debug");
     let validate = bin.join(format!("magma-validate{}", std::env::consts::EXE_SUFFIX));
-    let client_example = bin.join("examples").join("interop");
+    let client_example = bin.join(format!("interop-client{}", std::env::consts::EXE_SUFFIX));
     let tls_dir = crate::xtask_dir()?.join("interop-tls");
     std::fs::create_dir_all(&tls_dir).with_context(|| format!("creating {}", tls_dir.display()))?;
-    let bench_client = root.join("xtask/python/bench_client.py");
-    let gen_coaching = root.join("xtask/python/gen_coaching.py");
-    let fastapi_agent = root.join("xtask/python/fastapi_agent.py");
+    let bench_client = root.join("harness/python/bench_client.py");
+    let gen_coaching = root.join("harness/python/gen_coaching.py");
+    let fastapi_agent = root.join("harness/python/fastapi_agent.py");
     let mut passed = Vec::new();
 
     // 1. The Rust server under a BENCH-like Python client.

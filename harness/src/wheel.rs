@@ -7,7 +7,7 @@
 //! 2. A fresh Python 3.12 venv installs it offline (`--no-index`).
 //! 3. `magma-validate probe` from that venv's `bin/` passes against a
 //!    `magma-server` on loopback (exit 0), writing a JUnit report.
-//! 4. The README's pytest example (`xtask/python/test_probe_agent.py`) passes
+//! 4. The README's pytest example (`harness/python/test_probe_agent.py`) passes
 //!    in that venv, with pytest from PyPI (exact pins).
 //!
 //! The debug profile by default (CI reuses the test build); `--release` for
@@ -17,28 +17,17 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use anyhow::{Context, Result, bail, ensure};
+use anyhow::{Context, Result, ensure};
 
 use crate::process::{Guard, free_port, wait_for_port};
 use crate::python;
 
 /// Options of `cargo xtask wheel`.
-#[derive(Debug, Default)]
-pub(crate) struct Options {
+#[derive(Debug, Default, clap::Args)]
+pub struct Options {
+    /// Build the wheel in release mode.
+    #[arg(long)]
     release: bool,
-}
-
-impl Options {
-    pub(crate) fn parse(args: &[String]) -> Result<Options> {
-        let mut options = Options::default();
-        for arg in args {
-            match arg.as_str() {
-                "--release" => options.release = true,
-                other => bail!("unknown option `{other}` for `wheel`\n\n{}", crate::help()),
-            }
-        }
-        Ok(options)
-    }
 }
 
 fn bin_dir(venv: &Path) -> PathBuf {
@@ -49,12 +38,12 @@ fn bin_dir(venv: &Path) -> PathBuf {
     }
 }
 
-pub(crate) fn run(options: &Options) -> Result<()> {
+pub fn run(options: &Options) -> Result<()> {
     let root = crate::project_root()?;
     let scratch = crate::xtask_dir()?;
     let maturin_python = python::ensure_venv(
         "wheel",
-        &root.join("xtask/python/requirements-wheel.txt"),
+        &root.join("harness/python/requirements-wheel.txt"),
         &[],
     )?;
 
@@ -135,13 +124,13 @@ pub(crate) fn run(options: &Options) -> Result<()> {
     // 4. The README's pytest example, in the same venv.
     let mut pip = python::command(&venv_python);
     pip.args(["-m", "pip", "install", "--quiet", "--requirement"])
-        .arg(root.join("xtask/python/requirements-wheel-smoke.txt"))
+        .arg(root.join("harness/python/requirements-wheel-smoke.txt"))
         .env("PIP_DISABLE_PIP_VERSION_CHECK", "1");
     python::run(&mut pip)?;
     let mut pytest = python::command(&venv_python);
     pytest
         .args(["-m", "pytest", "-q", "-p", "no:cacheprovider"])
-        .arg(root.join("xtask/python/test_probe_agent.py"))
+        .arg(root.join("harness/python/test_probe_agent.py"))
         .env("AGENT_URL", format!("http://127.0.0.1:{port}"));
     crate::process::run_inherited("pytest test_probe_agent.py", &mut pytest)?;
     server.ensure_running()?;

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A MAGMA agent written the way MAGMA users write them: FastAPI + uvicorn on the
 magma-core 2.0.1 models. `cargo xtask interop` runs it and points the Rust client
-(crates/magma-client/examples/interop.rs) at it, over HTTP and HTTPS.
+(harness/src/bin/interop-client.rs) at it, over HTTP and HTTPS.
 
     python fastapi_agent.py --port 8888 [--ready-after 2.0]
         [--ssl-certfile cert.pem --ssl-keyfile key.pem [--ssl-client-ca ca.pem]]

@@ -1,5 +1,5 @@
-//! Programs that `cargo xtask bench` runs from a release build of xtask
-//! (`xtask bench-helper ...`), so that they are measured optimised:
+//! Programs that `cargo xtask bench` runs from a release build of this crate
+//! (`magma-bench ...`), so that they are measured optimised:
 //!
 //! - `floor --port P --response FILE`: the floor of the stack, a bare hyper 1
 //!   HTTP/1.1 server on a tokio multi-thread runtime (as `magma-server`'s) that
@@ -14,7 +14,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
@@ -23,41 +23,46 @@ use hyper::service::service_fn;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 
-pub(crate) fn run(args: &[String]) -> Result<()> {
-    let Some((what, rest)) = args.split_first() else {
-        bail!("bench-helper: give `floor` or `client`");
-    };
-    let mut port = None;
-    let mut response = None;
-    let mut url = None;
-    let mut body = None;
-    let mut calls = 100usize;
-    let mut new_connection = false;
-    let mut it = rest.iter();
-    while let Some(arg) = it.next() {
-        let mut value = || it.next().with_context(|| format!("{arg} needs a value"));
-        match arg.as_str() {
-            "--port" => port = Some(value()?.parse::<u16>()?),
-            "--response" => response = Some(PathBuf::from(value()?)),
-            "--url" => url = Some(value()?.clone()),
-            "--body" => body = Some(PathBuf::from(value()?)),
-            "--calls" => calls = value()?.parse()?,
-            "--new-connection" => new_connection = true,
-            other => bail!("bench-helper: unknown option `{other}`"),
-        }
-    }
-    match what.as_str() {
-        "floor" => floor(
-            port.context("floor needs --port")?,
-            response.context("floor needs --response")?,
-        ),
-        "client" => client(
-            &url.context("client needs --url")?,
-            &body.context("client needs --body")?,
+/// `magma-bench`: one helper of `cargo xtask bench`.
+#[derive(Debug, clap::Parser)]
+#[command(name = "magma-bench", about = "helpers of `cargo xtask bench`")]
+pub enum Helper {
+    /// The bare-hyper floor server: answers every POST with a fixed body.
+    Floor {
+        /// Port on 127.0.0.1.
+        #[arg(long)]
+        port: u16,
+        /// The file whose bytes every answer carries.
+        #[arg(long)]
+        response: PathBuf,
+    },
+    /// The magma-client loop: `calls` requests of a body file.
+    Client {
+        /// The agent's base URL.
+        #[arg(long)]
+        url: String,
+        /// The request body file.
+        #[arg(long)]
+        body: PathBuf,
+        /// How many calls.
+        #[arg(long, default_value_t = 100)]
+        calls: usize,
+        /// A new connection for every call.
+        #[arg(long)]
+        new_connection: bool,
+    },
+}
+
+/// Runs one helper.
+pub fn run(helper: &Helper) -> Result<()> {
+    match helper {
+        Helper::Floor { port, response } => floor(*port, response.clone()),
+        Helper::Client {
+            url,
+            body,
             calls,
             new_connection,
-        ),
-        other => bail!("bench-helper: unknown helper `{other}`"),
+        } => client(url, body, *calls, *new_connection),
     }
 }
 

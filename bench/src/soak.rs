@@ -1,7 +1,7 @@
 //! `cargo xtask soak [--minutes N]`: N minutes (default 5) of mixed load on loopback against
 //! the release `magma-server` binary, watching its resident memory.
 //!
-//! Load, one thread per kind, each looping until the deadline (and at most [`MAX_PER_WORKER`]
+//! Load, one thread per kind, each looping until the deadline (and at most `MAX_PER_WORKER`
 //! requests), on 127.0.0.1 only:
 //! - `valid`: a new connection per request, random batches (1-4 inputs, 1-3 outputs, `user`
 //!   and `env` with tools, memory carried over from the previous answer); the answer must be
@@ -13,19 +13,21 @@
 //! - `health`: `GET /health` and `GET /v1/info` on new connections.
 //!
 //! Any other status, an I/O error or an invalid answer is an error, and any error fails the
-//! run. RSS (`VmRSS` of `/proc/<pid>/status`) is sampled every [`SAMPLE_EVERY`]; an upward
+//! run. RSS (`VmRSS` of `/proc/<pid>/status`) is sampled every `SAMPLE_EVERY`; an upward
 //! trend, defined as the median of the last minute's samples above the median of the first
 //! minute's by more than 10 %, fails the run. Samples go to `<target>/xtask/soak/rss.csv`.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use magma_protocol::{AgentRequest, AgentResponse};
+use magma_testkit::Rng;
+use magma_testkit::process::ChildGuard;
 
 use crate::process::free_port;
 
@@ -38,41 +40,12 @@ const MAX_BODY: u64 = 1 << 20;
 /// Allowed growth of the last minute's median RSS over the first minute's.
 const TREND_LIMIT: f64 = 0.10;
 
-#[derive(Debug, PartialEq)]
-pub(crate) struct Options {
-    pub(crate) minutes: u64,
-}
-
-impl Options {
-    pub(crate) fn parse(args: &[String]) -> Result<Options> {
-        let mut minutes = 5;
-        let mut args = args.iter();
-        while let Some(arg) = args.next() {
-            match arg.as_str() {
-                "--minutes" => {
-                    let v = args.next().context("--minutes needs a value")?;
-                    minutes = v
-                        .parse()
-                        .with_context(|| format!("--minutes {v}: not a whole number"))?;
-                    if minutes == 0 || minutes > 24 * 60 {
-                        bail!("--minutes must be between 1 and 1440");
-                    }
-                }
-                other => bail!("unknown option `{other}` for `soak`"),
-            }
-        }
-        Ok(Options { minutes })
-    }
-}
-
-/// The server process, killed when dropped.
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
+/// Options of `cargo xtask soak`.
+#[derive(Debug, PartialEq, clap::Args)]
+pub struct Options {
+    /// Minutes of load (1 to 1440).
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=1440))]
+    pub minutes: u64,
 }
 
 /// What one worker did.
@@ -94,7 +67,7 @@ impl Tally {
     }
 }
 
-pub(crate) fn run(options: &Options) -> Result<()> {
+pub fn run(options: &Options) -> Result<()> {
     let root = crate::project_root()?;
     eprintln!("xtask soak: building the release magma-server");
     let bin = crate::process::build_magma_server(&root, true, false)?;
@@ -102,7 +75,7 @@ pub(crate) fn run(options: &Options) -> Result<()> {
     std::fs::create_dir_all(&dir)?;
     let port = free_port()?;
     let log = std::fs::File::create(dir.join("server.log"))?;
-    let mut server = Server(
+    let mut server = ChildGuard::new(
         Command::new(&bin)
             .args(["--listen", &format!("127.0.0.1:{port}")])
             .args(["--max-body-bytes", &MAX_BODY.to_string()])
@@ -117,7 +90,7 @@ pub(crate) fn run(options: &Options) -> Result<()> {
     let addr: SocketAddr = ([127, 0, 0, 1], port).into();
     let started = Instant::now();
     while TcpStream::connect(addr).is_err() {
-        if let Some(status) = server.0.try_wait()? {
+        if let Some(status) = server.child().try_wait()? {
             bail!("magma-server exited at start ({status})");
         }
         if started.elapsed() > Duration::from_secs(30) {
@@ -125,7 +98,7 @@ pub(crate) fn run(options: &Options) -> Result<()> {
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    let pid = server.0.id();
+    let pid = server.id();
     let duration = Duration::from_secs(options.minutes * 60);
     eprintln!(
         "xtask soak: {} min of mixed load on {addr} (pid {pid}), RSS every {} s",
@@ -154,7 +127,7 @@ pub(crate) fn run(options: &Options) -> Result<()> {
     let mut samples: Vec<(f64, u64)> = Vec::new();
     let t0 = Instant::now();
     while Instant::now() < deadline {
-        if let Some(status) = server.0.try_wait()? {
+        if let Some(status) = server.child().try_wait()? {
             stop.store(true, Ordering::SeqCst);
             bail!("magma-server exited during the soak ({status})");
         }
@@ -170,7 +143,7 @@ pub(crate) fn run(options: &Options) -> Result<()> {
         .map(|w| w.join().expect("a soak worker panicked"))
         .collect();
     samples.push((t0.elapsed().as_secs_f64(), rss_kib(pid)?));
-    if let Some(status) = server.0.try_wait()? {
+    if let Some(status) = server.child().try_wait()? {
         bail!("magma-server exited during the soak ({status})");
     }
     let after = get(addr, "/health");
@@ -283,29 +256,7 @@ impl Trend {
 }
 
 fn rss_kib(pid: u32) -> Result<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .with_context(|| format!("reading /proc/{pid}/status"))?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .context("no VmRSS in /proc/<pid>/status")
-}
-
-/// A small deterministic generator (xorshift).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
+    magma_testkit::process::rss_kib(pid).context("no VmRSS in /proc/<pid>/status")
 }
 
 fn worker(
@@ -584,13 +535,16 @@ mod tests {
     #[test]
     fn options_parse() {
         let args = |s: &[&str]| s.iter().map(|a| (*a).to_owned()).collect::<Vec<_>>();
-        assert_eq!(Options::parse(&[]).unwrap(), Options { minutes: 5 });
         assert_eq!(
-            Options::parse(&args(&["--minutes", "2"])).unwrap(),
+            magma_harness::parse_args::<Options>("soak", &[]).unwrap(),
+            Options { minutes: 5 }
+        );
+        assert_eq!(
+            magma_harness::parse_args::<Options>("soak", &args(&["--minutes", "2"])).unwrap(),
             Options { minutes: 2 }
         );
-        assert!(Options::parse(&args(&["--minutes", "0"])).is_err());
-        assert!(Options::parse(&args(&["--hours", "1"])).is_err());
+        assert!(magma_harness::parse_args::<Options>("soak", &args(&["--minutes", "0"])).is_err());
+        assert!(magma_harness::parse_args::<Options>("soak", &args(&["--hours", "1"])).is_err());
     }
 
     #[test]

@@ -8,7 +8,7 @@
 //! 3. Writes `<target>/xtask/deploy/nginx.conf`: nginx terminates TLS on 127.0.0.1, serves the
 //!    agent under `/agents/demo/` (stripping the prefix) and balances the two replicas
 //!    (round robin, failover on connection errors).
-//! 4. Runs `xtask/python/bench_client.py https://localhost:PORT/agents/demo --cacert ca.pem`
+//! 4. Runs `harness/python/bench_client.py https://localhost:PORT/agents/demo --cacert ca.pem`
 //!    twice with both replicas (the nginx access log must show both serving), then starts a
 //!    third run, kills one replica while it runs, and requires that run and two more to pass
 //!    on the surviving replica.
@@ -27,14 +27,14 @@ use crate::process::{Guard, free_port, run_inherited, wait_for_port};
 use crate::python;
 
 /// The URL path prefix the agent is served under.
-pub(crate) const PREFIX: &str = "/agents/demo";
+pub const PREFIX: &str = "/agents/demo";
 
-pub(crate) fn run() -> Result<()> {
+pub fn run() -> Result<()> {
     let root = crate::project_root()?;
     let nginx = ensure_nginx()?;
     let python = python::ensure_venv(
         "interop",
-        &root.join("xtask/python/requirements-interop.txt"),
+        &root.join("harness/python/requirements-interop.txt"),
         &["magma-core==2.0.1"],
     )?;
     let server_bin = crate::process::build_magma_server(&root, false, true)?;
@@ -101,7 +101,7 @@ pub(crate) fn run() -> Result<()> {
     let client = |round: usize| -> Result<Child> {
         eprintln!("xtask deploy-check: bench_client run {round} against {url}");
         python::command(&python)
-            .arg(root.join("xtask/python/bench_client.py"))
+            .arg(root.join("harness/python/bench_client.py"))
             .arg(&url)
             .arg("--cacert")
             .arg(tls_dir.join("ca.pem"))

@@ -3,8 +3,8 @@
 //! Everything is set up here: wrk and hyperfine (Debian packages, installed with apt-get
 //! when missing), the Python 3.12 venv of `cargo xtask interop` (FastAPI, uvicorn,
 //! requests, pydantic, magma-core 2.0.1), release builds of `magma-server` (feature
-//! `tls`), `magma-validate` and of xtask itself (whose `bench-helper` runs the floor
-//! server and the `magma-client` loop, see `bench_helpers.rs`).
+//! `tls`), `magma-validate` and of `magma-bench` (the floor server and the
+//! `magma-client` loop, see `helpers.rs`).
 //!
 //! Every figure is a ratio of two things measured side by side in the same run, on
 //! loopback: repetitions are interleaved (A, B, C, A, B, C, ...) so that the noise of a
@@ -28,63 +28,40 @@ use serde_json::Value;
 
 use crate::python;
 
-#[path = "../../crates/magma-protocol/benches/bench_like.rs"]
-mod bench_like;
+use magma_testkit::fixtures as bench_like;
 
 const SECTIONS: &[&str] = &["parse", "http", "batch", "memory", "client", "compose"];
 
 /// Options of `cargo xtask bench`.
-#[derive(Debug, Clone)]
-pub(crate) struct Options {
-    reps: usize,
-    secs: u64,
+#[derive(Debug, Clone, clap::Args)]
+pub struct Options {
+    /// Repetitions per figure (default 5; 3 with --quick).
+    #[arg(long = "reps", value_name = "N")]
+    reps_arg: Option<usize>,
+    /// Seconds per wrk run (default 3; 1 with --quick).
+    #[arg(long = "duration", value_name = "SECS")]
+    secs_arg: Option<u64>,
+    /// Fewer repetitions and shorter runs (a smoke test of the harness).
+    #[arg(long)]
     quick: bool,
+    /// Sections to run, comma-separated.
+    #[arg(long, value_delimiter = ',', value_parser = clap::builder::PossibleValuesParser::new(SECTIONS), default_values = SECTIONS)]
     only: Vec<String>,
+    #[arg(skip)]
+    reps: usize,
+    #[arg(skip)]
+    secs: u64,
 }
 
 impl Options {
-    pub(crate) fn parse(args: &[String]) -> Result<Options> {
-        let mut opts = Options {
-            reps: 5,
-            secs: 3,
-            quick: false,
-            only: SECTIONS.iter().map(|s| (*s).to_owned()).collect(),
-        };
-        let mut reps = None;
-        let mut secs = None;
-        let mut it = args.iter();
-        while let Some(arg) = it.next() {
-            let mut value = || it.next().with_context(|| format!("{arg} needs a value"));
-            match arg.as_str() {
-                "--quick" => opts.quick = true,
-                "--reps" => reps = Some(value()?.parse::<usize>().context("--reps")?),
-                "--duration" => secs = Some(value()?.parse::<u64>().context("--duration")?),
-                "--only" => {
-                    let list = value()?;
-                    opts.only = list.split(',').map(str::to_owned).collect();
-                    for s in &opts.only {
-                        if !SECTIONS.contains(&s.as_str()) {
-                            bail!(
-                                "--only: unknown section `{s}` (known: {})",
-                                SECTIONS.join(",")
-                            );
-                        }
-                    }
-                }
-                other => bail!(
-                    "unknown option `{other}` for `bench` (--quick, --reps N, --duration SECS, \
-                     --only {})",
-                    SECTIONS.join(",")
-                ),
-            }
+    /// Resolves the defaults that depend on `--quick`.
+    fn resolved(&self) -> Options {
+        let (reps, secs) = if self.quick { (3, 1) } else { (5, 3) };
+        Options {
+            reps: self.reps_arg.unwrap_or(reps).max(1),
+            secs: self.secs_arg.unwrap_or(secs).max(1),
+            ..self.clone()
         }
-        if opts.quick {
-            opts.reps = 3;
-            opts.secs = 1;
-        }
-        opts.reps = reps.unwrap_or(opts.reps).max(1);
-        opts.secs = secs.unwrap_or(opts.secs).max(1);
-        Ok(opts)
     }
 
     fn wants(&self, section: &str) -> bool {
@@ -111,7 +88,8 @@ struct Bench {
     notes: Vec<String>,
 }
 
-pub(crate) fn run(opts: &Options) -> Result<()> {
+pub fn run(opts: &Options) -> Result<()> {
+    let opts = &opts.resolved();
     let root = crate::project_root()?;
     let dir = crate::xtask_dir()?.join("bench");
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
@@ -208,7 +186,7 @@ impl Bench {
             "-p",
             "magma-rs-validator",
             "-p",
-            "xtask",
+            "magma-bench",
             "--features",
             "magma-rs-server/tls,magma-rs-server/mimalloc",
             "--bins",
@@ -226,7 +204,7 @@ impl Bench {
     fn python(&self) -> Result<PathBuf> {
         python::ensure_venv(
             "interop",
-            &self.root.join("xtask/python/requirements-interop.txt"),
+            &self.root.join("harness/python/requirements-interop.txt"),
             &["magma-core==2.0.1"],
         )
     }
@@ -677,15 +655,9 @@ impl Bench {
 
     fn start_floor(&mut self, response: &Path) -> Result<Proc> {
         let port = crate::process::free_port()?;
-        let mut cmd = Command::new(self.bin.join("xtask"));
-        cmd.args([
-            "bench-helper",
-            "floor",
-            "--port",
-            &port.to_string(),
-            "--response",
-        ])
-        .arg(response);
+        let mut cmd = Command::new(self.bin.join("magma-bench"));
+        cmd.args(["floor", "--port", &port.to_string(), "--response"])
+            .arg(response);
         self.note_command(&cmd, "");
         let p = Proc::spawn("floor", &mut cmd, port)?;
         p.wait(Duration::from_secs(30))?;
@@ -695,7 +667,7 @@ impl Bench {
     fn start_fastapi(&mut self, python: &Path, tls: Option<&Path>) -> Result<Proc> {
         let port = crate::process::free_port()?;
         let mut cmd = python::command(python);
-        cmd.arg(self.root.join("xtask/python/fastapi_agent.py"))
+        cmd.arg(self.root.join("harness/python/fastapi_agent.py"))
             .args(["--port", &port.to_string()]);
         if let Some(dir) = tls {
             cmd.arg("--ssl-certfile")
@@ -752,7 +724,9 @@ impl Bench {
         let py = format!(
             "{} {} batch {}",
             python.display(),
-            self.root.join("xtask/python/bench_reference.py").display(),
+            self.root
+                .join("harness/python/bench_reference.py")
+                .display(),
             file.display()
         );
         // Same verdicts first.
@@ -885,8 +859,8 @@ impl Bench {
         for _ in 0..self.opts.reps {
             let mut r = [0.0; 3];
             for (i, new_conn) in [(0, false), (1, true)] {
-                let mut cmd = Command::new(self.bin.join("xtask"));
-                cmd.args(["bench-helper", "client", "--url", &url, "--body"])
+                let mut cmd = Command::new(self.bin.join("magma-bench"));
+                cmd.args(["client", "--url", &url, "--body"])
                     .arg(&body_path)
                     .args(["--calls", &rust_calls.to_string()]);
                 if new_conn {
@@ -895,7 +869,7 @@ impl Bench {
                 r[i] = calls_per_sec(&self.capture(&mut cmd)?)?;
             }
             let mut cmd = python::command(&python);
-            cmd.arg(self.root.join("xtask/python/bench_reference.py"))
+            cmd.arg(self.root.join("harness/python/bench_reference.py"))
                 .args(["client", &url])
                 .arg(&body_path)
                 .arg(py_calls.to_string());
@@ -1337,14 +1311,8 @@ fn hold_connections(port: u16, n: usize) -> Result<Vec<TcpStream>> {
 }
 
 fn rss_mib(pid: u32) -> Result<f64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    let kib: f64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .context("no VmRSS")?;
-    Ok(kib / 1024.0)
+    let kib = magma_testkit::process::rss_kib(pid).context("no VmRSS")?;
+    Ok(kib as f64 / 1024.0)
 }
 
 fn loadavg() -> String {
@@ -1463,9 +1431,17 @@ mod tests {
 
     #[test]
     fn options_parse() {
-        let o = Options::parse(&["--quick".into(), "--only".into(), "http,batch".into()]).unwrap();
+        let o = magma_harness::parse_args::<Options>(
+            "bench",
+            &["--quick".into(), "--only".into(), "http,batch".into()],
+        )
+        .unwrap()
+        .resolved();
         assert_eq!((o.reps, o.secs), (3, 1));
         assert!(o.wants("http") && !o.wants("parse"));
-        assert!(Options::parse(&["--only".into(), "nope".into()]).is_err());
+        assert!(
+            magma_harness::parse_args::<Options>("bench", &["--only".into(), "nope".into()])
+                .is_err()
+        );
     }
 }

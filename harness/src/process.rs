@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 
 /// A child process that is killed when dropped.
-pub(crate) struct Guard {
+#[derive(Debug)]
+pub struct Guard {
     name: &'static str,
     child: Child,
 }
@@ -25,7 +26,7 @@ impl Drop for Guard {
 
 impl Guard {
     /// Starts `cmd` (standard input closed) under the given display name.
-    pub(crate) fn spawn(name: &'static str, cmd: &mut Command) -> Result<Guard> {
+    pub fn spawn(name: &'static str, cmd: &mut Command) -> Result<Guard> {
         let child = cmd
             .stdin(Stdio::null())
             .spawn()
@@ -34,7 +35,7 @@ impl Guard {
     }
 
     /// Fails if the child has already exited.
-    pub(crate) fn ensure_running(&mut self) -> Result<()> {
+    pub fn ensure_running(&mut self) -> Result<()> {
         if let Some(status) = self.child.try_wait()? {
             bail!("{} exited early with {status}", self.name);
         }
@@ -43,14 +44,14 @@ impl Guard {
 }
 
 /// A port on 127.0.0.1 that nothing listened on a moment ago.
-pub(crate) fn free_port() -> Result<u16> {
+pub fn free_port() -> Result<u16> {
     let listener = TcpListener::bind("127.0.0.1:0").context("binding a free loopback port")?;
     Ok(listener.local_addr()?.port())
 }
 
 /// Waits until something accepts connections on `127.0.0.1:port`, failing early if the
 /// guarded child exits.
-pub(crate) fn wait_for_port(guard: &mut Guard, port: u16, within: Duration) -> Result<()> {
+pub fn wait_for_port(guard: &mut Guard, port: u16, within: Duration) -> Result<()> {
     let deadline = Instant::now() + within;
     loop {
         guard.ensure_running()?;
@@ -68,12 +69,12 @@ pub(crate) fn wait_for_port(guard: &mut Guard, port: u16, within: Duration) -> R
 }
 
 /// The `cargo` that runs xtask (`$CARGO`), else `cargo` from `PATH`.
-pub(crate) fn cargo() -> Command {
+pub fn cargo() -> Command {
     Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
 }
 
 /// Cargo's target directory for the workspace at `root` (honours `CARGO_TARGET_DIR`).
-pub(crate) fn target_dir(root: &Path) -> PathBuf {
+pub fn target_dir(root: &Path) -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR")
         .filter(|p| !p.is_empty())
         .map(PathBuf::from)
@@ -85,7 +86,7 @@ pub(crate) fn target_dir(root: &Path) -> PathBuf {
 
 /// Builds the `magma-server` binary (debug or `release`, with or without the
 /// `tls` feature) and returns its path.
-pub(crate) fn build_magma_server(root: &Path, release: bool, tls: bool) -> Result<PathBuf> {
+pub fn build_magma_server(root: &Path, release: bool, tls: bool) -> Result<PathBuf> {
     let mut cmd = cargo();
     cmd.current_dir(root).args([
         "build",
@@ -114,7 +115,7 @@ pub(crate) fn build_magma_server(root: &Path, release: bool, tls: bool) -> Resul
 }
 
 /// Runs `cmd` with inherited output (standard input closed) and fails on a non-zero exit.
-pub(crate) fn run_inherited(what: &str, cmd: &mut Command) -> Result<()> {
+pub fn run_inherited(what: &str, cmd: &mut Command) -> Result<()> {
     let status = cmd
         .stdin(Stdio::null())
         .status()
@@ -126,7 +127,7 @@ pub(crate) fn run_inherited(what: &str, cmd: &mut Command) -> Result<()> {
 }
 
 /// `12.3s` or `4m 05s`.
-pub(crate) fn fmt_duration(d: Duration) -> String {
+pub fn fmt_duration(d: Duration) -> String {
     let secs = d.as_secs_f64();
     if secs < 60.0 {
         format!("{secs:.1}s")

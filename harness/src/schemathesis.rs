@@ -1,7 +1,7 @@
 //! `cargo xtask schemathesis`: property-based tests of `magma-server` from `docs/openapi.json`.
 //!
 //! Builds the `magma-server` binary (demo agent), starts it on a free port of 127.0.0.1 and
-//! runs schemathesis (PyPI, exact pins in `xtask/python/requirements-schemathesis.txt`, venv
+//! runs schemathesis (PyPI, exact pins in `harness/python/requirements-schemathesis.txt`, venv
 //! `<target>/xtask/venv-schemathesis`) against it: every operation of the document, all of
 //! schemathesis's phases that apply (examples, coverage, fuzzing; stateful needs links, which
 //! the document has none of), positive and negative data, and the response checks below, a
@@ -41,51 +41,18 @@ const DEFAULT_MAX_EXAMPLES: u32 = 200;
 const DEFAULT_SEED: u64 = 20_261_202;
 
 /// Flags of `cargo xtask schemathesis`.
-#[derive(Debug)]
-pub(crate) struct Options {
+#[derive(Debug, clap::Args)]
+pub struct Options {
+    /// Examples per operation.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_EXAMPLES, value_parser = clap::value_parser!(u32).range(1..))]
     max_examples: u32,
+    /// The hypothesis seed (fixed by default, so CI runs are repeatable).
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_SEED)]
     seed: u64,
 }
 
-impl Options {
-    pub(crate) fn parse(args: &[String]) -> Result<Options> {
-        let mut options = Options {
-            max_examples: DEFAULT_MAX_EXAMPLES,
-            seed: DEFAULT_SEED,
-        };
-        let mut args = args.iter();
-        while let Some(arg) = args.next() {
-            let mut value = |name: &str| {
-                args.next()
-                    .with_context(|| format!("`{name}` needs a value"))
-                    .cloned()
-            };
-            match arg.as_str() {
-                "--max-examples" => {
-                    let v = value(arg)?;
-                    options.max_examples = v
-                        .parse()
-                        .ok()
-                        .filter(|n| *n > 0)
-                        .with_context(|| format!("--max-examples: `{v}` is not a count > 0"))?;
-                }
-                "--seed" => {
-                    let v = value(arg)?;
-                    options.seed = v
-                        .parse()
-                        .with_context(|| format!("--seed: `{v}` is not an unsigned integer"))?;
-                }
-                other => bail!(
-                    "unknown option `{other}` for `schemathesis`\n\n{}",
-                    crate::help()
-                ),
-            }
-        }
-        Ok(options)
-    }
-}
-
-pub(crate) fn run(options: &Options) -> Result<()> {
+/// Runs schemathesis against magma-server.
+pub fn run(options: &Options) -> Result<()> {
     let root = crate::project_root()?;
     let openapi = root.join("docs/openapi.json");
     if !openapi.is_file() {
@@ -96,7 +63,7 @@ pub(crate) fn run(options: &Options) -> Result<()> {
     }
     let python = python::ensure_venv(
         "schemathesis",
-        &root.join("xtask/python/requirements-schemathesis.txt"),
+        &root.join("harness/python/requirements-schemathesis.txt"),
         &[],
     )?;
 

@@ -14,7 +14,7 @@ use std::process::{Command, Output};
 use anyhow::{Context, Result, bail};
 
 /// Environment variable naming the Python interpreter to build venvs from.
-pub(crate) const PYTHON_ENV: &str = "MAGMA_PYTHON";
+pub const PYTHON_ENV: &str = "MAGMA_PYTHON";
 const DEFAULT_PYTHON: &str = "python3.12";
 const DEFAULT_PYENV_VERSION: &str = "3.12.1";
 const STAMP_FILE: &str = "xtask-stamp";
@@ -22,11 +22,7 @@ const STAMP_FILE: &str = "xtask-stamp";
 /// Makes sure the venv `<target>/xtask/venv-<name>` exists with exactly `requirements_file`
 /// installed (and each of `no_deps_pkgs`, e.g. `"magma-core==2.0.1"`, with `--no-deps`), and
 /// returns the path of its Python interpreter.
-pub(crate) fn ensure_venv(
-    name: &str,
-    requirements_file: &Path,
-    no_deps_pkgs: &[&str],
-) -> Result<PathBuf> {
+pub fn ensure_venv(name: &str, requirements_file: &Path, no_deps_pkgs: &[&str]) -> Result<PathBuf> {
     let venv = crate::xtask_dir()?.join(format!("venv-{name}"));
     let requirements = fs::read_to_string(requirements_file)
         .with_context(|| format!("reading requirements file {}", requirements_file.display()))?;
@@ -92,7 +88,7 @@ pub(crate) fn ensure_venv(
 
 /// Creates an empty venv at `venv` from the Python 3.12 interpreter (removing
 /// whatever was there) and returns its Python.
-pub(crate) fn fresh_venv(venv: &Path) -> Result<PathBuf> {
+pub fn fresh_venv(venv: &Path) -> Result<PathBuf> {
     if venv.exists() {
         fs::remove_dir_all(venv).with_context(|| format!("removing {}", venv.display()))?;
     }
@@ -109,7 +105,7 @@ pub(crate) fn fresh_venv(venv: &Path) -> Result<PathBuf> {
 }
 
 /// A `Command` for a venv's Python with a reproducible, isolated environment.
-pub(crate) fn command(python: &Path) -> Command {
+pub fn command(python: &Path) -> Command {
     let mut cmd = Command::new(python);
     cmd.env("PYTHONHASHSEED", "0")
         .env("PYTHONDONTWRITEBYTECODE", "1")
@@ -122,7 +118,7 @@ pub(crate) fn command(python: &Path) -> Command {
 }
 
 /// Runs `cmd`; on a non-zero exit the error carries the command line and its stderr.
-pub(crate) fn run(cmd: &mut Command) -> Result<Output> {
+pub fn run(cmd: &mut Command) -> Result<Output> {
     let line = command_line(cmd);
     let output = cmd
         .output()

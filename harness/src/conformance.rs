@@ -1,7 +1,7 @@
 //! `cargo xtask conformance [--check]`: the project's differential fixtures.
 //!
 //! Builds the reference venv (magma-core 2.0.1 with exactly pinned pydantic), runs
-//! `xtask/python/gen_fixtures.py`, which asks the real reference for the verdict of every
+//! `harness/python/gen_fixtures.py`, which asks the real reference for the verdict of every
 //! generated document, and writes `crates/magma-protocol/tests/fixtures/reference.jsonl`.
 //! With `--check` the file is regenerated into a scratch file and compared with the committed
 //! one instead; any difference fails with a diff summary.
@@ -15,13 +15,13 @@ use anyhow::{Context, Result, bail};
 use crate::python;
 
 const FIXTURE: &str = "crates/magma-protocol/tests/fixtures/reference.jsonl";
-const GENERATOR: &str = "xtask/python/gen_fixtures.py";
-const REQUIREMENTS: &str = "xtask/python/requirements-reference.txt";
+const GENERATOR: &str = "harness/python/gen_fixtures.py";
+const REQUIREMENTS: &str = "harness/python/requirements-reference.txt";
 /// Installed with `--no-deps`: its declared dependencies (torch, ...) are not needed by the models.
 const REFERENCE_PACKAGE: &str = "magma-core==2.0.1";
 const FIX_HINT: &str = "run `cargo xtask conformance` and commit the result";
 
-pub(crate) fn run(check: bool) -> Result<()> {
+pub fn run(check: bool) -> Result<()> {
     let root = crate::project_root()?;
     let python = python::ensure_venv("reference", &root.join(REQUIREMENTS), &[REFERENCE_PACKAGE])?;
 

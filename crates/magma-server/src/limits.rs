@@ -1,0 +1,163 @@
+//! What one answer may cost: the response-size limit, checked before the
+//! agent runs and again while its answer is written.
+//!
+//! Written for every route that answers with agent output, not only
+//! `POST /v1/responses`: a route calls [`expected_answer_bytes`] (or its own
+//! estimate) before it calls the agent, and [`write_candidates`] to turn the
+//! candidates into a body.
+
+use bytes::Bytes;
+use magma_protocol::{AgentOutput, AgentRequest};
+use tokio::sync::Semaphore;
+
+/// Bytes of every candidate besides its `request_id` and memory, at most:
+/// the shortest candidate the writer produces,
+/// `{"request_id":"r","source_id":0,"candidate_index":0,"status":"completed","memory":{},"internal_steps":[],"output":{"say":"","tool_calls":[]},"error":null}`,
+/// has 151 more (an error candidate has more still).
+const LEAST_CANDIDATE_BYTES: u64 = 140;
+
+/// How long the answer to `request` is when every candidate carries its
+/// input's memory, as the contract asks of an agent that keeps it (a lower
+/// bound for such agents: decisions and growing memory come on top).
+pub(crate) fn expected_answer_bytes(request: &AgentRequest) -> u128 {
+    let id = request.request_id().len() as u64;
+    let per_input = request.inputs().iter().map(|input| {
+        let memory = input.memory.json_len_hint() as u64;
+        u128::from(input.num_outputs.get()) * u128::from(LEAST_CANDIDATE_BYTES + id + memory)
+    });
+    // The brackets of the array.
+    per_input.sum::<u128>() + 2
+}
+
+/// Bodies at least this long are parsed on tokio's blocking pool: reading a
+/// hostile 16 MiB document takes seconds of CPU, which on a runtime worker
+/// would delay every other connection of that worker (`/health` included).
+const PARSE_OFF_RUNTIME_BYTES: usize = 256 * 1024;
+
+/// `parse(&bytes)`, on the blocking pool when `bytes` is long, one such
+/// parse at a time; the bytes are dropped as soon as it returns. `None` if
+/// `parse` panicked.
+pub(crate) async fn parse_body<T: Send + 'static>(
+    bytes: Bytes,
+    parse: fn(&[u8]) -> T,
+) -> Option<T> {
+    if bytes.len() < PARSE_OFF_RUNTIME_BYTES {
+        return Some(parse(&bytes));
+    }
+    // One long parse at a time in the process: however many arrive at
+    // once, they hold one core, and the runtime's workers keep the others.
+    static LONG_PARSES: Semaphore = Semaphore::const_new(1);
+    let _turn = LONG_PARSES.acquire().await.ok()?;
+    tokio::task::spawn_blocking(move || parse(&bytes))
+        .await
+        .ok()
+}
+
+/// An answer longer than the limit: how much of it was written when
+/// writing stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Oversized {
+    /// Bytes of the answer, at least.
+    pub(crate) at_least: u64,
+}
+
+/// The compact JSON array of `candidates`, written one candidate at a time
+/// into one buffer: each candidate is dropped as soon as it is written, so
+/// the answer is held about once (candidates not yet written plus the text
+/// of those written), and writing stops as soon as the text passes `limit`.
+///
+/// The bytes are those of [`AgentResponse::to_json_string`](magma_protocol::AgentResponse::to_json_string).
+pub(crate) fn write_candidates(
+    candidates: Vec<AgentOutput>,
+    limit: u64,
+) -> Result<Bytes, Oversized> {
+    let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+    let hint = candidates
+        .iter()
+        .map(|c| c.json_len_hint().saturating_add(1))
+        .fold(2usize, usize::saturating_add);
+    // A little slack for escapes the hint does not count; never more than
+    // the limit allows.
+    let mut out =
+        String::with_capacity(hint.saturating_add(hint / 16).min(limit.saturating_add(1)));
+    out.push('[');
+    for (i, candidate) in candidates.into_iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        // One huge candidate is refused before it is copied.
+        if out.len().saturating_add(candidate.json_len_hint()) > limit.saturating_add(limit / 16) {
+            return Err(Oversized {
+                at_least: (out.len() + candidate.json_len_hint()) as u64,
+            });
+        }
+        candidate.write_json_to(&mut out);
+        drop(candidate);
+        if out.len() > limit {
+            return Err(Oversized {
+                at_least: out.len() as u64,
+            });
+        }
+    }
+    out.push(']');
+    if out.len() > limit {
+        return Err(Oversized {
+            at_least: out.len() as u64,
+        });
+    }
+    Ok(Bytes::from(out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use magma_protocol::{AgentDecision, AgentResponse, Candidate};
+
+    fn answer(memory: &str, n: u64) -> (AgentRequest, Vec<AgentOutput>) {
+        let body = format!(
+            r#"{{"request_id":"r","inputs":[{{"id":3,"instruction":{{"type":"user","content":"hi"}},"num_outputs":{n},"memory":{memory}}}]}}"#
+        );
+        let request = AgentRequest::from_slice(body.as_bytes()).unwrap();
+        let input = &request.inputs()[0];
+        let candidate = Candidate::new(input.memory.clone(), AgentDecision::say("ok"));
+        let per_input = vec![vec![candidate; n as usize]];
+        let response = AgentResponse::assemble(&request, per_input).unwrap();
+        (request, response.into_candidates())
+    }
+
+    #[test]
+    fn written_bytes_are_those_of_the_response_and_the_estimate_is_below_them() {
+        for (memory, n) in [("{}", 1), (r#"{"a":[1,2.50,"é\n"],"b":{"c":null}}"#, 7)] {
+            let (request, candidates) = answer(memory, n);
+            let whole = AgentResponse::new(candidates.clone()).to_json_string();
+            let written = write_candidates(candidates, 1 << 20).unwrap();
+            assert_eq!(written, whole.as_bytes());
+            let expected = expected_answer_bytes(&request);
+            assert!(
+                expected <= whole.len() as u128,
+                "{expected} > {}",
+                whole.len()
+            );
+            assert!(
+                expected * 2 > whole.len() as u128,
+                "{expected} far below {}",
+                whole.len()
+            );
+        }
+        assert_eq!(write_candidates(Vec::new(), 1024).unwrap(), "[]".as_bytes());
+    }
+
+    #[test]
+    fn writing_stops_at_the_limit() {
+        let memory = format!(r#"{{"blob":"{}"}}"#, "x".repeat(10_000));
+        let (_, candidates) = answer(&memory, 100);
+        let whole = AgentResponse::new(candidates.clone())
+            .to_json_string()
+            .len() as u64;
+        assert!(write_candidates(candidates.clone(), whole).is_ok());
+        let err = write_candidates(candidates.clone(), whole - 1).unwrap_err();
+        assert!(err.at_least >= whole - 1, "{err:?}");
+        let err = write_candidates(candidates, 50_000).unwrap_err();
+        assert!((50_000..70_000).contains(&err.at_least), "{err:?}");
+    }
+}

@@ -1,0 +1,277 @@
+//! What one request may make the server hold: the response-size limit
+//! before the agent runs and while its answer is written, and bounded `422`
+//! error lists.
+
+use magma_server::demo::DemoAgent;
+use magma_server::{
+    Agent, AgentDecision, AgentInfo, AgentInput, Candidate, Config, Json, Rejection, RequestContext,
+};
+
+use crate::support::{
+    TestAgent, TestServer, build, check_response, h2_connect, raw_exchange, read, send,
+    slow_request, user_request, within,
+};
+
+fn limited(bytes: u64) -> Config {
+    let mut c = Config::default();
+    c.max_response_bytes = bytes;
+    c
+}
+
+fn request_with_memory(id: &str, memory_bytes: usize, num_outputs: u64) -> String {
+    format!(
+        r#"{{"request_id":"{id}","inputs":[{{"id":0,"instruction":{{"type":"user","content":"go"}},"num_outputs":{num_outputs},"memory":{{"blob":"{}"}}}}]}}"#,
+        "m".repeat(memory_bytes)
+    )
+}
+
+/// The amplification of the issue, scaled down: memory times candidates
+/// over the limit is refused before the agent runs, just under it answered.
+#[tokio::test]
+async fn memory_times_candidates_over_the_response_limit_is_422_before_the_agent() {
+    let server = TestServer::with_config(DemoAgent::new(), limited(100_000)).await;
+    let bomb = request_with_memory("amp", 10_000, 1024);
+    let detail = server.respond(bomb).await.expect_detail(422);
+    assert!(detail.contains("100000 bytes"), "{detail}");
+    assert!(detail.contains("at least"), "{detail}");
+
+    // Nine candidates of 10 kB memory fit: answered whole, memory intact.
+    let fits = request_with_memory("fits", 10_000, 9);
+    let reply = server.respond(fits.clone()).await;
+    let response = check_response(&fits, &reply);
+    assert_eq!(response.len(), 9);
+    assert!(reply.body.len() < 100_000);
+    let blob = response[8].memory.get("blob").and_then(Json::as_str);
+    assert_eq!(blob.map(str::len), Some(10_000));
+}
+
+/// The demo agent refuses an answer its echoed content would make too
+/// large, with a message that says so; the server's own estimate cannot
+/// see content.
+#[tokio::test]
+async fn the_demo_agent_rejects_an_answer_over_the_limit() {
+    let server = TestServer::with_config(DemoAgent::new(), limited(100_000)).await;
+    let content = "c".repeat(5_000);
+    let detail = server
+        .respond(user_request("echo", &content, 64))
+        .await
+        .expect_detail(422);
+    assert!(
+        detail.contains("response limit of 100000 bytes"),
+        "{detail}"
+    );
+    let ok = user_request("echo", &content, 8);
+    let reply = server.respond(ok.clone()).await;
+    assert_eq!(check_response(&ok, &reply).len(), 8);
+}
+
+/// An agent whose answer grows beyond what the request announced: the
+/// server stops writing at the limit and answers 500 with a JSON detail.
+#[derive(Clone)]
+struct Verbose;
+
+impl Agent for Verbose {
+    fn info(&self) -> AgentInfo {
+        AgentInfo::new("verbose", "1.0.0")
+    }
+
+    async fn respond(&self, input: &AgentInput) -> Result<Vec<Candidate>, Rejection> {
+        let limit = RequestContext::current()
+            .and_then(|c| c.max_response_bytes())
+            .ok_or_else(|| Rejection::new("no response limit in the context"))?;
+        // Each candidate is a tenth of the limit: ten candidates pass it.
+        let say = "v".repeat(usize::try_from(limit / 10).unwrap());
+        let n = usize::try_from(input.num_outputs.get()).unwrap();
+        Ok(vec![
+            Candidate::new(
+                input.memory.clone(),
+                AgentDecision::say(say)
+            );
+            n
+        ])
+    }
+}
+
+#[tokio::test]
+async fn an_agent_answer_over_the_limit_is_500_and_the_server_keeps_serving() {
+    let server = TestServer::with_config(Verbose, limited(200_000)).await;
+    let detail = server
+        .respond(user_request("big", "x", 12))
+        .await
+        .expect_detail(500);
+    assert!(
+        detail.contains("response limit of 200000 bytes"),
+        "{detail}"
+    );
+    let small = user_request("small", "x", 3);
+    let reply = server.respond(small.clone()).await;
+    assert_eq!(check_response(&small, &reply).len(), 3);
+    server.get("/health").await.expect(200);
+}
+
+/// The 422 error-list bomb: the body lists the first 100 problems and
+/// counts the rest, instead of one object per element of the request.
+#[tokio::test]
+async fn a_422_error_list_is_bounded_and_counts_the_rest() {
+    let server = TestServer::start(DemoAgent::new()).await;
+    let n = 200_000;
+    let bomb = format!(
+        r#"{{"request_id":"e","inputs":[{}]}}"#,
+        vec!["0"; n].join(",")
+    );
+    let reply = server.respond(bomb.clone()).await;
+    let json = reply.expect(422);
+    let body = json.as_object().unwrap();
+    assert_eq!(body.get("detail").unwrap().as_array().unwrap().len(), 100);
+    let omitted = body.get("omitted_errors").unwrap().as_number().unwrap();
+    assert_eq!(omitted.as_u64(), Some(n as u64 - 100));
+    assert!(reply.body.len() < 20_000, "{} bytes", reply.body.len());
+    assert!(reply.body.len() < bomb.len() / 10);
+}
+
+/// HTTP/2 is held to the HTTP/1.1 limits: an idle connection (one that only
+/// answers PINGs) is closed after the header timeout instead of holding its
+/// `max_connections` slot forever.
+#[tokio::test]
+async fn an_idle_http2_connection_is_closed_after_the_header_timeout() {
+    let mut config = Config::default();
+    config.header_timeout = std::time::Duration::from_millis(300);
+    let server = TestServer::with_config(DemoAgent::new(), config).await;
+    let stream = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    let (mut h2, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(stream),
+    )
+    .await
+    .unwrap();
+    let conn = tokio::spawn(conn);
+    let uri = format!("http://{}/health", server.addr);
+    let req = build(http::Method::GET, &uri, &[], bytes::Bytes::new());
+    read(h2.send_request(req).await.unwrap()).await.expect(200);
+    let started = std::time::Instant::now();
+    within("the idle HTTP/2 connection to be closed", conn)
+        .await
+        .unwrap()
+        .ok();
+    let waited = started.elapsed();
+    assert!(
+        waited >= std::time::Duration::from_millis(250),
+        "{waited:?}"
+    );
+}
+
+/// One HTTP/2 connection has at most `max_concurrent_streams` requests
+/// (and so request bodies) at once.
+#[tokio::test]
+async fn http2_streams_per_connection_are_bounded() {
+    let mut config = Config::default();
+    config.max_concurrent_streams = 2;
+    let agent = TestAgent::default();
+    let stats = agent.stats.clone();
+    let server = TestServer::with_config(agent, config).await;
+    let mut h2 = h2_connect(server.addr).await;
+    // One exchange first, so that the client has the server's SETTINGS and
+    // queues streams past the limit (before it, they are refused).
+    let health = format!("http://{}/health", server.addr);
+    let req = build(http::Method::GET, &health, &[], bytes::Bytes::new());
+    read(h2.send_request(req).await.unwrap()).await.expect(200);
+    let uri = format!("http://{}/v1/responses", server.addr);
+    let streams: Vec<_> = (0..6)
+        .map(|i| {
+            let mut h2 = h2.clone();
+            let uri = uri.clone();
+            tokio::spawn(async move {
+                let request = slow_request(&format!("s{i}"), 150);
+                let req = build(
+                    http::Method::POST,
+                    &uri,
+                    &[("content-type", "application/json")],
+                    bytes::Bytes::from(request.clone()),
+                );
+                let reply = read(h2.send_request(req).await.unwrap()).await;
+                check_response(&request, &reply);
+            })
+        })
+        .collect();
+    within("6 streams over a 2-stream connection", async {
+        for s in streams {
+            s.await.unwrap();
+        }
+    })
+    .await;
+    assert_eq!(stats.started(), 6);
+    assert!(stats.max_active() <= 2, "{} at once", stats.max_active());
+}
+
+/// RFC 9112: an HTTP/1.1 request with no `Host`, or two, is `400`; HTTP/1.0
+/// needs none.
+#[tokio::test]
+async fn host_rules_of_http_1_1() {
+    let server = TestServer::start(DemoAgent::new()).await;
+    for head in [
+        "GET /health HTTP/1.1\r\n\r\n",
+        "GET /health HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",
+    ] {
+        let (_, reply) = raw_exchange(server.addr, head.as_bytes()).await;
+        assert_eq!(reply.status, 400, "{head:?}: {reply:?}");
+        assert!(reply.body.contains("Host"), "{}", reply.body);
+        assert!(
+            reply
+                .head
+                .to_ascii_lowercase()
+                .contains("x-request-id: srv-")
+        );
+    }
+    let (_, reply) = raw_exchange(server.addr, b"GET /health HTTP/1.0\r\n\r\n").await;
+    assert_eq!(reply.status, 200, "{reply:?}");
+    let (_, reply) = raw_exchange(server.addr, b"GET /health HTTP/1.1\r\nHost: a\r\n\r\n").await;
+    assert_eq!(reply.status, 200, "{reply:?}");
+}
+
+/// `HEAD` is answered on the `GET` routes: the head of the `GET` answer,
+/// without its body.
+#[tokio::test]
+async fn head_is_answered_on_the_get_routes() {
+    let server = TestServer::start(DemoAgent::new()).await;
+    for path in ["/health", "/v1/info", "/openapi.json"] {
+        let get = server.get(path).await;
+        let head = send(
+            server.addr,
+            http::Method::HEAD,
+            path,
+            &[],
+            bytes::Bytes::new(),
+        )
+        .await;
+        assert_eq!(head.status.as_u16(), 200, "{path}");
+        assert!(head.body.is_empty(), "{path}");
+        assert_eq!(head.header("content-type"), Some("application/json"));
+        assert_eq!(
+            head.header("content-length"),
+            Some(get.body.len().to_string().as_str()),
+            "{path}"
+        );
+    }
+    let reply = send(
+        server.addr,
+        http::Method::HEAD,
+        "/v1/responses",
+        &[],
+        bytes::Bytes::new(),
+    )
+    .await;
+    assert_eq!(reply.status.as_u16(), 405);
+    assert_eq!(reply.header("allow"), Some("POST"));
+}
+
+/// A body `request_id` that cannot be a header value as it is (control
+/// characters, non-ASCII) is echoed percent-escaped: the header is always
+/// there.
+#[tokio::test]
+async fn x_request_id_is_always_present() {
+    let server = TestServer::start(DemoAgent::new()).await;
+    let request = user_request("a\nb é", "x", 1);
+    let reply = server.respond(request.clone()).await;
+    check_response(&request, &reply);
+    assert_eq!(reply.header("x-request-id"), Some("a%0Ab%20%C3%A9"));
+}
