@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http::header::{ALLOW, CONNECTION, CONTENT_TYPE, HOST, HeaderName, HeaderValue};
 use http::{HeaderMap, Method, Request, Response, StatusCode, Version};
-use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
+use http_body_util::{BodyExt, Full};
 use hyper::body::Body;
 use magma_protocol::{AgentHealth, AgentRequest, AgentResponse, json};
 use tokio::sync::Semaphore;
@@ -42,6 +42,8 @@ pub(crate) struct Shared<A> {
     pub(crate) inferences: Semaphore,
     /// The open coaching sessions.
     pub(crate) sessions: Sessions,
+    /// The request-body bytes all connections may hold at once.
+    pub(crate) body_budget: limits::BodyBudget,
     trusted_proxies: Vec<TrustedProxy>,
     /// The OpenAPI document served on `GET {prefix}/openapi.json`.
     openapi: Bytes,
@@ -94,7 +96,8 @@ impl<A> Shared<A> {
             max_response_bytes: config.max_response_bytes,
             inference_timeout: config.inference_timeout,
             inferences: Semaphore::new(config.max_concurrent_inferences),
-            sessions: Sessions::default(),
+            sessions: Sessions::new(config.max_coaching_sessions),
+            body_budget: limits::BodyBudget::new(config.max_total_body_bytes),
             trusted_proxies: config.trusted_proxies.clone(),
         }
     }
@@ -522,6 +525,8 @@ pub(crate) enum BodyError {
     TooLarge,
     TimedOut,
     Read,
+    /// The process-wide body budget stayed full.
+    OverBudget,
 }
 
 /// `fut` with a time limit, counted from the call. The timer is armed only
@@ -542,17 +547,64 @@ pub(crate) async fn within<F: Future>(limit: Duration, fut: F) -> Result<F::Outp
     }
 }
 
-pub(crate) async fn read_body<B>(body: B, limit: u64, timeout: Duration) -> Result<Bytes, BodyError>
+/// The body, at most `limit` bytes, within `timeout`; every byte is taken
+/// from the process-wide budget as it arrives and held by the returned
+/// share.
+pub(crate) async fn read_body<B>(
+    body: B,
+    limit: u64,
+    timeout: Duration,
+    budget: &limits::BodyBudget,
+) -> Result<(Bytes, limits::BudgetShare), BodyError>
 where
     B: Body<Data = Bytes>,
     B::Error: Into<BoxError>,
 {
     let limit = usize::try_from(limit).unwrap_or(usize::MAX);
-    match within(timeout, Limited::new(body, limit).collect()).await {
+    let mut share = budget.share();
+    let read = async {
+        let mut body = std::pin::pin!(body);
+        let hint = usize::try_from(body.size_hint().lower()).unwrap_or(usize::MAX);
+        let mut out: Vec<u8> = Vec::new();
+        let mut first: Option<Bytes> = None;
+        loop {
+            // The frame's error type need not be `Send`: not kept across
+            // the budget's wait.
+            let data = match body.frame().await {
+                None => break,
+                Some(Err(_)) => return Err(BodyError::Read),
+                Some(Ok(frame)) => match frame.into_data() {
+                    Ok(data) => data,
+                    Err(_) => continue,
+                },
+            };
+            let held = out.len() + first.as_ref().map_or(0, Bytes::len);
+            if held.saturating_add(data.len()) > limit {
+                return Err(BodyError::TooLarge);
+            }
+            if !share.take(data.len()).await {
+                return Err(BodyError::OverBudget);
+            }
+            // The usual body comes in one frame: kept as it is, not copied.
+            match first.take() {
+                None if out.is_empty() => first = Some(data),
+                None => out.extend_from_slice(&data),
+                Some(f) => {
+                    out.reserve_exact(hint.min(limit).max(f.len() + data.len()) - out.len());
+                    out.extend_from_slice(&f);
+                    out.extend_from_slice(&data);
+                }
+            }
+        }
+        Ok(match first {
+            Some(f) => f,
+            None => Bytes::from(out),
+        })
+    };
+    match within(timeout, read).await {
         Err(()) => Err(BodyError::TimedOut),
-        Ok(Err(e)) if e.downcast_ref::<LengthLimitError>().is_some() => Err(BodyError::TooLarge),
-        Ok(Err(_)) => Err(BodyError::Read),
-        Ok(Ok(collected)) => Ok(collected.to_bytes()),
+        Ok(Err(e)) => Err(e),
+        Ok(Ok(bytes)) => Ok((bytes, share)),
     }
 }
 
@@ -577,7 +629,10 @@ pub(crate) fn missing_body() -> Response<Full<Bytes>> {
 
 /// The body of a request that must carry JSON: checked for its content
 /// type, read within the size and time limits, not empty; or the answer.
-pub(crate) async fn json_body<A, B>(shared: &Shared<A>, req: Request<B>) -> Result<Bytes, Reply>
+pub(crate) async fn json_body<A, B>(
+    shared: &Shared<A>,
+    req: Request<B>,
+) -> Result<(Bytes, limits::BudgetShare), Reply>
 where
     B: Body<Data = Bytes>,
     B::Error: Into<BoxError>,
@@ -593,9 +648,28 @@ where
     if req.body().size_hint().lower() > limit {
         return Err(too_large(limit));
     }
-    let bytes = match read_body(req.into_body(), limit, shared.body_timeout).await {
-        Ok(bytes) => bytes,
+    let budget = &shared.body_budget;
+    let (bytes, share) = match read_body(req.into_body(), limit, shared.body_timeout, budget).await
+    {
+        Ok(read) => read,
         Err(BodyError::TooLarge) => return Err(too_large(limit)),
+        Err(BodyError::OverBudget) => {
+            tracing::warn!(
+                budget = budget.total(),
+                "the request-body budget stayed full; answered 503"
+            );
+            let msg = format!(
+                "Service Unavailable: the server holds its limit of {} bytes of request bodies \
+                 (all clients together); retry later",
+                budget.total()
+            );
+            let mut reply = Reply::new(detail(StatusCode::SERVICE_UNAVAILABLE, &msg)).closing();
+            reply
+                .response
+                .headers_mut()
+                .insert(http::header::RETRY_AFTER, HeaderValue::from_static("1"));
+            return Err(reply);
+        }
         Err(BodyError::TimedOut) => {
             return Err(Reply::new(detail(
                 StatusCode::REQUEST_TIMEOUT,
@@ -614,7 +688,7 @@ where
     if bytes.is_empty() {
         return Err(Reply::new(missing_body()));
     }
-    Ok(bytes)
+    Ok((bytes, share))
 }
 
 async fn responses<A, B>(shared: &Shared<A>, req: Request<B>, ids: &Ids) -> Reply
@@ -623,8 +697,9 @@ where
     B: Body<Data = Bytes>,
     B::Error: Into<BoxError>,
 {
-    let bytes = match json_body(shared, req).await {
-        Ok(bytes) => bytes,
+    // The share of the body budget is held until the request is answered.
+    let (bytes, _share) = match json_body(shared, req).await {
+        Ok(read) => read,
         Err(reply) => return reply,
     };
     let request = match limits::parse_body(bytes, AgentRequest::from_slice).await {
