@@ -122,6 +122,8 @@ pub(crate) enum Fault {
     RequiresAuthorization,
     /// Each POST /v1/responses takes 300 ms (a model behind it).
     Slow,
+    /// Every POST is read and never answered (a hung model behind it).
+    HangsOnPost,
 }
 
 /// The header `Fault::RequiresAuthorization` wants.
@@ -368,6 +370,9 @@ impl AgentServer {
                                 {
                                     Reply::json(401, r#"{"detail":"Not authenticated"}"#)
                                 } else {
+                                    if fault == Fault::HangsOnPost && parts.method == Method::POST {
+                                        std::future::pending::<()>().await;
+                                    }
                                     if fault == Fault::Slow && parts.method == Method::POST {
                                         tokio::time::sleep(std::time::Duration::from_millis(300))
                                             .await;
