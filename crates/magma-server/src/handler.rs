@@ -362,10 +362,69 @@ impl Access {
     }
 }
 
+/// At most this many abandoned requests are logged at `info` per second;
+/// the others at `debug`, counted in the next `info` line's `suppressed`.
+/// A client can cancel thousands of HTTP/2 streams a second: one line each
+/// would let it fill the log.
+const ABANDON_LOGS_PER_SEC: u32 = 10;
+
+/// The rate limit of the abandon lines: the current one-second window, the
+/// lines logged in it, and the lines sent to `debug` since the last `info`.
+#[derive(Debug)]
+struct AbandonWindow {
+    start: Instant,
+    logged: u32,
+    suppressed: u64,
+}
+
+impl AbandonWindow {
+    /// `Some(suppressed)` when a line at `now` goes to `info` (with the
+    /// count of lines kept back since the previous one), `None` when it
+    /// goes to `debug`.
+    fn admit(&mut self, now: Instant) -> Option<u64> {
+        if now.saturating_duration_since(self.start) >= Duration::from_secs(1) {
+            self.start = now;
+            self.logged = 0;
+        }
+        if self.logged < ABANDON_LOGS_PER_SEC {
+            self.logged += 1;
+            Some(std::mem::take(&mut self.suppressed))
+        } else {
+            self.suppressed += 1;
+            None
+        }
+    }
+}
+
+fn abandon_window() -> std::sync::MutexGuard<'static, AbandonWindow> {
+    static WINDOW: OnceLock<std::sync::Mutex<AbandonWindow>> = OnceLock::new();
+    WINDOW
+        .get_or_init(|| {
+            std::sync::Mutex::new(AbandonWindow {
+                start: Instant::now(),
+                logged: 0,
+                suppressed: 0,
+            })
+        })
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 impl Drop for Access {
     fn drop(&mut self) {
         if !self.answered {
             let id = self.ids.body.get_or_init(generated_id);
+            let admitted = abandon_window().admit(Instant::now());
+            let Some(suppressed) = admitted else {
+                tracing::debug!(
+                    target: "magma_server::access",
+                    request_id = ?id,
+                    method = %self.method,
+                    path = %self.path,
+                    "request abandoned (over the info rate of abandon lines)"
+                );
+                return;
+            };
             tracing::info!(
                 target: "magma_server::access",
                 request_id = ?id,
@@ -376,6 +435,7 @@ impl Drop for Access {
                 latency_ms = %format_args!("{:.3}", self.start.elapsed().as_secs_f64() * 1000.0),
                 peer = self.peer.map(tracing::field::display),
                 client = self.forwarded_client().map(tracing::field::display),
+                suppressed,
                 "request abandoned: the client closed the connection before the answer"
             );
         }
@@ -894,6 +954,25 @@ fn generated_id() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// 4500 cancellations in one second give 10 `info` lines; the next
+    /// second's first line counts the 4490 kept back.
+    #[test]
+    fn abandon_lines_are_rate_limited_and_counted() {
+        let t0 = Instant::now();
+        let mut w = AbandonWindow {
+            start: t0,
+            logged: 0,
+            suppressed: 0,
+        };
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        let admitted: Vec<Option<u64>> = (0..4500u64).map(|i| w.admit(at(i / 5))).collect();
+        let info = admitted.iter().filter(|a| a.is_some()).count();
+        assert_eq!(info, ABANDON_LOGS_PER_SEC as usize);
+        assert!(admitted[..10].iter().all(|a| *a == Some(0)));
+        assert_eq!(w.admit(at(1000)), Some(4490));
+        assert_eq!(w.admit(at(1001)), Some(0));
+    }
 
     fn headers(ct: Option<&str>) -> HeaderMap {
         let mut h = HeaderMap::new();
