@@ -5,6 +5,7 @@
 //! [`run`]; add new ones to [`SUBCOMMANDS`] and to the `match` there.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+mod attack;
 mod bench;
 mod bench_helpers;
 mod codegen;
@@ -96,6 +97,11 @@ const SUBCOMMANDS: &[(&str, &str)] = &[
         "soak [--minutes N]",
         "N minutes (default 5) of mixed load on the release magma-server on loopback; fails on \
      any unexpected answer or an upward RSS trend",
+    ),
+    (
+        "attack [--debug]",
+        "the full attack suite of issue 20 (16 MiB requests) against the release magma-server, \
+     peak RSS of each attack checked against 512 MiB and printed",
     ),
     (
         "deny [--advisories]",
@@ -199,6 +205,7 @@ fn run(args: Vec<String>) -> Result<()> {
         }
         "fuzz" => fuzz::run(&fuzz::Options::parse(rest)?),
         "soak" => soak::run(&soak::Options::parse(rest)?),
+        "attack" => attack::run(&attack::Options::parse(rest)?),
         "deny" => {
             let mut advisories = false;
             for arg in rest {
