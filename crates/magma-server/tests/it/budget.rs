@@ -411,3 +411,53 @@ impl hyper::body::Body for ChannelBody {
             .map(|data| data.map(|d| Ok(hyper::body::Frame::data(d))))
     }
 }
+
+/// A peer that keeps its HTTP/2 flow-control window at zero cannot make the
+/// server hold its answer forever: the connection gets a `GOAWAY` after the
+/// header timeout and is dropped one period later, with the answer it was
+/// holding; the server keeps serving.
+#[tokio::test]
+async fn an_http2_peer_with_a_shut_window_is_dropped() {
+    let mut c = Config::default();
+    c.header_timeout = std::time::Duration::from_secs(1);
+    let server = TestServer::with_config(DemoAgent::new(), c).await;
+    let tcp = TcpStream::connect(server.addr).await.expect("connect");
+    let (mut client, conn) = h2::client::Builder::new()
+        .initial_window_size(0)
+        .initial_connection_window_size(65_535)
+        .handshake::<_, bytes::Bytes>(tcp)
+        .await
+        .expect("h2 handshake");
+    let conn = tokio::spawn(conn);
+    let req = http::Request::get(format!("http://{}/openapi.json", server.addr))
+        .body(())
+        .expect("request");
+    let (response, _) = client.send_request(req, true).expect("send");
+    let response = within("the response head", response)
+        .await
+        .expect("response head");
+    assert_eq!(response.status(), 200);
+    let mut body = response.into_body();
+    // The window is shut: no byte of the body can come; the server ends the
+    // connection (a GOAWAY, then a close) instead of waiting for ever.
+    let ended = within("the server to drop the connection", async {
+        loop {
+            match body.data().await {
+                Some(Ok(chunk)) => assert!(chunk.is_empty(), "data through a shut window"),
+                Some(Err(e)) => break Err::<(), _>(e),
+                None => break Ok(()),
+            }
+        }
+    })
+    .await;
+    assert!(
+        ended.is_err(),
+        "the body ended normally through a shut window"
+    );
+    within("the client connection to end", conn)
+        .await
+        .expect("join")
+        .ok();
+    let reply = server.get("/health").await;
+    assert_eq!(reply.status, 200);
+}
