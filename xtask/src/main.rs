@@ -6,6 +6,7 @@
 //! and interop harnesses) and `magma-bench` (the benchmark suite and soak).
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+mod attack;
 mod codegen;
 mod deny;
 mod fuzz;
@@ -69,6 +70,13 @@ enum Command {
     /// Derive the libraries' minimum Rust from Cargo.lock; fail unless Cargo.toml and
     /// README.md state it.
     Msrv,
+    /// The full attack suite of the memory budget (16 MiB requests) against the release
+    /// magma-server; each attack's peak resident memory checked against 512 MiB and printed.
+    Attack {
+        /// Measure the debug build instead of the release one.
+        #[arg(long)]
+        debug: bool,
+    },
     /// Two magma-server replicas behind nginx (TLS, path prefix, load balancing) on
     /// loopback, one killed mid-run.
     DeployCheck,
@@ -114,6 +122,7 @@ fn run(command: Command) -> Result<()> {
         Command::Release(options) => release::run(&options),
         Command::PublishCheck => publish_check::run(),
         Command::Msrv => msrv::run(),
+        Command::Attack { debug } => attack::run(&attack::Options { debug }),
         Command::DeployCheck => deploy::run(),
         Command::Fuzz(options) => fuzz::run(&options),
         Command::Bench(options) => magma_bench::bench::run(&options),

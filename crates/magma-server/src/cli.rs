@@ -63,6 +63,15 @@ pub struct ServerArgs {
     #[arg(env = "MAGMA_SERVER_MAX_BODY_BYTES", long, value_name = "N", default_value_t = Config::DEFAULT_MAX_BODY_BYTES)]
     pub max_body_bytes: u64,
 
+    /// Request-body bytes held at once by the whole process (all connections and streams); past it, 503
+    #[arg(env = "MAGMA_SERVER_MAX_TOTAL_BODY_BYTES", long, value_name = "N", default_value_t = Config::DEFAULT_MAX_TOTAL_BODY_BYTES)]
+    pub max_total_body_bytes: u64,
+
+    /// Coaching sessions open at once; a PUT of a new one beyond it gets 503
+    #[arg(env = "MAGMA_SERVER_MAX_COACHING_SESSIONS", long, value_name = "N", default_value_t = Config::DEFAULT_MAX_COACHING_SESSIONS,
+          value_parser = positive_usize)]
+    pub max_coaching_sessions: usize,
+
     /// Seconds a connection has to send a complete request head (also the idle keep-alive timeout)
     #[arg(env = "MAGMA_SERVER_HEADER_TIMEOUT_SECS", long, value_name = "SECS", default_value_t = Config::DEFAULT_HEADER_TIMEOUT.as_secs(),
           value_parser = clap::value_parser!(u64).range(1..))]
@@ -309,6 +318,8 @@ impl ServerArgs {
             max_concurrent_inferences: self.max_concurrent_inferences,
             max_candidates: self.max_candidates,
             max_response_bytes: self.max_response_bytes,
+            max_total_body_bytes: self.max_total_body_bytes,
+            max_coaching_sessions: self.max_coaching_sessions,
             inference_timeout: self.inference_timeout_secs.map(secs),
             shutdown_grace: secs(self.shutdown_grace_secs),
             path_prefix: self.path_prefix.clone(),
@@ -729,6 +740,8 @@ mod tests {
         assert_eq!(c.max_concurrent_inferences, d.max_concurrent_inferences);
         assert_eq!(c.max_candidates, d.max_candidates);
         assert_eq!(c.max_response_bytes, d.max_response_bytes);
+        assert_eq!(c.max_total_body_bytes, d.max_total_body_bytes);
+        assert_eq!(c.max_coaching_sessions, d.max_coaching_sessions);
         assert_eq!(c.max_concurrent_streams, d.max_concurrent_streams);
         assert_eq!(c.inference_timeout, d.inference_timeout);
         assert_eq!(c.shutdown_grace, d.shutdown_grace);

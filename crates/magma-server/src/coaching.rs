@@ -91,6 +91,8 @@ pub(crate) enum OpenError {
     Conflict,
     /// The agent refused it: `503`.
     Refused(CoachError),
+    /// As many sessions as the limit (carried) are open: `503`.
+    Full(usize),
 }
 
 /// One open session.
@@ -111,8 +113,10 @@ struct State {
 }
 
 /// The server's coaching sessions.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Sessions {
+    /// Sessions open at once, at most (`--max-coaching-sessions`).
+    max: usize,
     state: Mutex<State>,
     /// Woken on every change of a session's `active` count or presence.
     changed: Notify,
@@ -144,7 +148,22 @@ impl Drop for Held<'_> {
     }
 }
 
+impl Default for Sessions {
+    fn default() -> Self {
+        Sessions::new(crate::Config::DEFAULT_MAX_COACHING_SESSIONS)
+    }
+}
+
 impl Sessions {
+    pub(crate) fn new(max: usize) -> Sessions {
+        Sessions {
+            max,
+            state: Mutex::default(),
+            changed: Notify::new(),
+            opening: tokio::sync::Mutex::new(()),
+        }
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -167,6 +186,9 @@ impl Sessions {
                 true => Ok(()),
                 false => Err(OpenError::Conflict),
             };
+        }
+        if self.lock().sessions.len() >= self.max {
+            return Err(OpenError::Full(self.max));
         }
         let config = Arc::new(config);
         let shared_id: Arc<str> = Arc::from(run_id);

@@ -92,8 +92,9 @@ where
             .await;
         return Reply::new(no_content());
     }
-    let bytes = match json_body(shared, req).await {
-        Ok(bytes) => bytes,
+    // The share of the body budget is held until the request is answered.
+    let (bytes, _share) = match json_body(shared, req).await {
+        Ok(read) => read,
         Err(reply) => return reply,
     };
     let config = match limits::parse_body(bytes, CoachingSessionConfig::from_slice).await {
@@ -127,6 +128,14 @@ where
     match opened {
         Ok(()) => Reply::new(no_content()),
         Err(OpenError::Conflict) => Reply::new(detail(StatusCode::CONFLICT, CONFLICT)),
+        Err(OpenError::Full(max)) => {
+            tracing::warn!(max, "coaching session limit reached; answered 503");
+            let msg = format!(
+                "Service Unavailable: this server keeps at most {max} coaching sessions open \
+                 (--max-coaching-sessions); close one (DELETE) and retry"
+            );
+            Reply::new(detail(StatusCode::SERVICE_UNAVAILABLE, &msg))
+        }
         Err(OpenError::Refused(e)) => {
             tracing::warn!(run_id = %run_id, error = %e, "the agent refused a coaching session; answered 503");
             Reply::new(detail(StatusCode::SERVICE_UNAVAILABLE, REFUSED))
@@ -141,8 +150,9 @@ where
     B: Body<Data = Bytes>,
     B::Error: Into<BoxError>,
 {
-    let bytes = match json_body(shared, req).await {
-        Ok(bytes) => bytes,
+    // The share of the body budget is held until the request is answered.
+    let (bytes, _share) = match json_body(shared, req).await {
+        Ok(read) => read,
         Err(reply) => return reply,
     };
     let request = match limits::parse_body(bytes, SpecializedCoachingRequest::from_slice).await {

@@ -55,6 +55,17 @@ pub struct Config {
     /// JSON `detail`. Agents can read it from
     /// [`RequestContext::max_response_bytes`](crate::RequestContext::max_response_bytes).
     pub max_response_bytes: u64,
+    /// Request-body bytes the whole process may hold at once, summed over
+    /// every connection and HTTP/2 stream (default 256 MiB). A body's bytes
+    /// count from their arrival until its request is answered; a request
+    /// whose next bytes would pass the budget waits up to one second for
+    /// others to finish, then gets `503` with a JSON `detail` and
+    /// `Retry-After: 1` (the connection is closed). At least
+    /// [`max_body_bytes`](Config::max_body_bytes).
+    pub max_total_body_bytes: u64,
+    /// Coaching sessions open at once, at most (default 1024). A `PUT` of a
+    /// new session beyond it is answered `503` with a JSON `detail`.
+    pub max_coaching_sessions: usize,
     /// Time allowed for an inference, including the wait for a slot
     /// (default: none). When it runs out the agent's work is dropped and the
     /// client gets `504` with a JSON `detail`.
@@ -102,6 +113,10 @@ impl Config {
     pub const DEFAULT_MAX_CANDIDATES: u64 = 1024;
     /// Default [`max_response_bytes`](Config::max_response_bytes): 16 MiB.
     pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = 16 * 1024 * 1024;
+    /// Default [`max_total_body_bytes`](Config::max_total_body_bytes): 256 MiB.
+    pub const DEFAULT_MAX_TOTAL_BODY_BYTES: u64 = 256 * 1024 * 1024;
+    /// Default [`max_coaching_sessions`](Config::max_coaching_sessions): 1024.
+    pub const DEFAULT_MAX_COACHING_SESSIONS: usize = 1024;
     /// Default [`shutdown_grace`](Config::shutdown_grace): 30 s.
     pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
     /// Default [`tls_handshake_timeout`](Config::tls_handshake_timeout): 10 s.
@@ -137,6 +152,15 @@ impl Config {
         {
             return bad("max_connections and max_concurrent_inferences must be below 2^61");
         }
+        if self.max_total_body_bytes < self.max_body_bytes {
+            return bad("max_total_body_bytes must be at least max_body_bytes");
+        }
+        if self.max_total_body_bytes > tokio::sync::Semaphore::MAX_PERMITS as u64 {
+            return bad("max_total_body_bytes must be below 2^61");
+        }
+        if self.max_coaching_sessions == 0 {
+            return bad("max_coaching_sessions must be at least 1");
+        }
         if self.max_candidates == 0 {
             return bad("max_candidates must be at least 1");
         }
@@ -170,6 +194,8 @@ impl Default for Config {
             max_concurrent_inferences: Config::DEFAULT_MAX_CONCURRENT_INFERENCES,
             max_candidates: Config::DEFAULT_MAX_CANDIDATES,
             max_response_bytes: Config::DEFAULT_MAX_RESPONSE_BYTES,
+            max_total_body_bytes: Config::DEFAULT_MAX_TOTAL_BODY_BYTES,
+            max_coaching_sessions: Config::DEFAULT_MAX_COACHING_SESSIONS,
             inference_timeout: None,
             shutdown_grace: Config::DEFAULT_SHUTDOWN_GRACE,
             path_prefix: None,

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http::header::{ALLOW, CONNECTION, CONTENT_TYPE, HOST, HeaderName, HeaderValue};
 use http::{HeaderMap, Method, Request, Response, StatusCode, Version};
-use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
+use http_body_util::{BodyExt, Full};
 use hyper::body::Body;
 use magma_protocol::{AgentHealth, AgentRequest, AgentResponse, json};
 use tokio::sync::Semaphore;
@@ -42,6 +42,8 @@ pub(crate) struct Shared<A> {
     pub(crate) inferences: Semaphore,
     /// The open coaching sessions.
     pub(crate) sessions: Sessions,
+    /// The request-body bytes all connections may hold at once.
+    pub(crate) body_budget: limits::BodyBudget,
     trusted_proxies: Vec<TrustedProxy>,
     /// The OpenAPI document served on `GET {prefix}/openapi.json`.
     openapi: Bytes,
@@ -94,7 +96,8 @@ impl<A> Shared<A> {
             max_response_bytes: config.max_response_bytes,
             inference_timeout: config.inference_timeout,
             inferences: Semaphore::new(config.max_concurrent_inferences),
-            sessions: Sessions::default(),
+            sessions: Sessions::new(config.max_coaching_sessions),
+            body_budget: limits::BodyBudget::new(config.max_total_body_bytes),
             trusted_proxies: config.trusted_proxies.clone(),
         }
     }
@@ -359,10 +362,69 @@ impl Access {
     }
 }
 
+/// At most this many abandoned requests are logged at `info` per second;
+/// the others at `debug`, counted in the next `info` line's `suppressed`.
+/// A client can cancel thousands of HTTP/2 streams a second: one line each
+/// would let it fill the log.
+const ABANDON_LOGS_PER_SEC: u32 = 10;
+
+/// The rate limit of the abandon lines: the current one-second window, the
+/// lines logged in it, and the lines sent to `debug` since the last `info`.
+#[derive(Debug)]
+struct AbandonWindow {
+    start: Instant,
+    logged: u32,
+    suppressed: u64,
+}
+
+impl AbandonWindow {
+    /// `Some(suppressed)` when a line at `now` goes to `info` (with the
+    /// count of lines kept back since the previous one), `None` when it
+    /// goes to `debug`.
+    fn admit(&mut self, now: Instant) -> Option<u64> {
+        if now.saturating_duration_since(self.start) >= Duration::from_secs(1) {
+            self.start = now;
+            self.logged = 0;
+        }
+        if self.logged < ABANDON_LOGS_PER_SEC {
+            self.logged += 1;
+            Some(std::mem::take(&mut self.suppressed))
+        } else {
+            self.suppressed += 1;
+            None
+        }
+    }
+}
+
+fn abandon_window() -> std::sync::MutexGuard<'static, AbandonWindow> {
+    static WINDOW: OnceLock<std::sync::Mutex<AbandonWindow>> = OnceLock::new();
+    WINDOW
+        .get_or_init(|| {
+            std::sync::Mutex::new(AbandonWindow {
+                start: Instant::now(),
+                logged: 0,
+                suppressed: 0,
+            })
+        })
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 impl Drop for Access {
     fn drop(&mut self) {
         if !self.answered {
             let id = self.ids.body.get_or_init(generated_id);
+            let admitted = abandon_window().admit(Instant::now());
+            let Some(suppressed) = admitted else {
+                tracing::debug!(
+                    target: "magma_server::access",
+                    request_id = ?id,
+                    method = %self.method,
+                    path = %self.path,
+                    "request abandoned (over the info rate of abandon lines)"
+                );
+                return;
+            };
             tracing::info!(
                 target: "magma_server::access",
                 request_id = ?id,
@@ -373,6 +435,7 @@ impl Drop for Access {
                 latency_ms = %format_args!("{:.3}", self.start.elapsed().as_secs_f64() * 1000.0),
                 peer = self.peer.map(tracing::field::display),
                 client = self.forwarded_client().map(tracing::field::display),
+                suppressed,
                 "request abandoned: the client closed the connection before the answer"
             );
         }
@@ -522,6 +585,8 @@ pub(crate) enum BodyError {
     TooLarge,
     TimedOut,
     Read,
+    /// The process-wide body budget stayed full.
+    OverBudget,
 }
 
 /// `fut` with a time limit, counted from the call. The timer is armed only
@@ -542,17 +607,64 @@ pub(crate) async fn within<F: Future>(limit: Duration, fut: F) -> Result<F::Outp
     }
 }
 
-pub(crate) async fn read_body<B>(body: B, limit: u64, timeout: Duration) -> Result<Bytes, BodyError>
+/// The body, at most `limit` bytes, within `timeout`; every byte is taken
+/// from the process-wide budget as it arrives and held by the returned
+/// share.
+pub(crate) async fn read_body<B>(
+    body: B,
+    limit: u64,
+    timeout: Duration,
+    budget: &limits::BodyBudget,
+) -> Result<(Bytes, limits::BudgetShare), BodyError>
 where
     B: Body<Data = Bytes>,
     B::Error: Into<BoxError>,
 {
     let limit = usize::try_from(limit).unwrap_or(usize::MAX);
-    match within(timeout, Limited::new(body, limit).collect()).await {
+    let mut share = budget.share();
+    let read = async {
+        let mut body = std::pin::pin!(body);
+        let hint = usize::try_from(body.size_hint().lower()).unwrap_or(usize::MAX);
+        let mut out: Vec<u8> = Vec::new();
+        let mut first: Option<Bytes> = None;
+        loop {
+            // The frame's error type need not be `Send`: not kept across
+            // the budget's wait.
+            let data = match body.frame().await {
+                None => break,
+                Some(Err(_)) => return Err(BodyError::Read),
+                Some(Ok(frame)) => match frame.into_data() {
+                    Ok(data) => data,
+                    Err(_) => continue,
+                },
+            };
+            let held = out.len() + first.as_ref().map_or(0, Bytes::len);
+            if held.saturating_add(data.len()) > limit {
+                return Err(BodyError::TooLarge);
+            }
+            if !share.take(data.len()).await {
+                return Err(BodyError::OverBudget);
+            }
+            // The usual body comes in one frame: kept as it is, not copied.
+            match first.take() {
+                None if out.is_empty() => first = Some(data),
+                None => out.extend_from_slice(&data),
+                Some(f) => {
+                    out.reserve_exact(hint.min(limit).max(f.len() + data.len()) - out.len());
+                    out.extend_from_slice(&f);
+                    out.extend_from_slice(&data);
+                }
+            }
+        }
+        Ok(match first {
+            Some(f) => f,
+            None => Bytes::from(out),
+        })
+    };
+    match within(timeout, read).await {
         Err(()) => Err(BodyError::TimedOut),
-        Ok(Err(e)) if e.downcast_ref::<LengthLimitError>().is_some() => Err(BodyError::TooLarge),
-        Ok(Err(_)) => Err(BodyError::Read),
-        Ok(Ok(collected)) => Ok(collected.to_bytes()),
+        Ok(Err(e)) => Err(e),
+        Ok(Ok(bytes)) => Ok((bytes, share)),
     }
 }
 
@@ -577,7 +689,10 @@ pub(crate) fn missing_body() -> Response<Full<Bytes>> {
 
 /// The body of a request that must carry JSON: checked for its content
 /// type, read within the size and time limits, not empty; or the answer.
-pub(crate) async fn json_body<A, B>(shared: &Shared<A>, req: Request<B>) -> Result<Bytes, Reply>
+pub(crate) async fn json_body<A, B>(
+    shared: &Shared<A>,
+    req: Request<B>,
+) -> Result<(Bytes, limits::BudgetShare), Reply>
 where
     B: Body<Data = Bytes>,
     B::Error: Into<BoxError>,
@@ -593,9 +708,28 @@ where
     if req.body().size_hint().lower() > limit {
         return Err(too_large(limit));
     }
-    let bytes = match read_body(req.into_body(), limit, shared.body_timeout).await {
-        Ok(bytes) => bytes,
+    let budget = &shared.body_budget;
+    let (bytes, share) = match read_body(req.into_body(), limit, shared.body_timeout, budget).await
+    {
+        Ok(read) => read,
         Err(BodyError::TooLarge) => return Err(too_large(limit)),
+        Err(BodyError::OverBudget) => {
+            tracing::warn!(
+                budget = budget.total(),
+                "the request-body budget stayed full; answered 503"
+            );
+            let msg = format!(
+                "Service Unavailable: the server holds its limit of {} bytes of request bodies \
+                 (all clients together); retry later",
+                budget.total()
+            );
+            let mut reply = Reply::new(detail(StatusCode::SERVICE_UNAVAILABLE, &msg)).closing();
+            reply
+                .response
+                .headers_mut()
+                .insert(http::header::RETRY_AFTER, HeaderValue::from_static("1"));
+            return Err(reply);
+        }
         Err(BodyError::TimedOut) => {
             return Err(Reply::new(detail(
                 StatusCode::REQUEST_TIMEOUT,
@@ -614,7 +748,7 @@ where
     if bytes.is_empty() {
         return Err(Reply::new(missing_body()));
     }
-    Ok(bytes)
+    Ok((bytes, share))
 }
 
 async fn responses<A, B>(shared: &Shared<A>, req: Request<B>, ids: &Ids) -> Reply
@@ -623,8 +757,9 @@ where
     B: Body<Data = Bytes>,
     B::Error: Into<BoxError>,
 {
-    let bytes = match json_body(shared, req).await {
-        Ok(bytes) => bytes,
+    // The share of the body budget is held until the request is answered.
+    let (bytes, _share) = match json_body(shared, req).await {
+        Ok(read) => read,
         Err(reply) => return reply,
     };
     let request = match limits::parse_body(bytes, AgentRequest::from_slice).await {
@@ -819,6 +954,25 @@ fn generated_id() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// 4500 cancellations in one second give 10 `info` lines; the next
+    /// second's first line counts the 4490 kept back.
+    #[test]
+    fn abandon_lines_are_rate_limited_and_counted() {
+        let t0 = Instant::now();
+        let mut w = AbandonWindow {
+            start: t0,
+            logged: 0,
+            suppressed: 0,
+        };
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        let admitted: Vec<Option<u64>> = (0..4500u64).map(|i| w.admit(at(i / 5))).collect();
+        let info = admitted.iter().filter(|a| a.is_some()).count();
+        assert_eq!(info, ABANDON_LOGS_PER_SEC as usize);
+        assert!(admitted[..10].iter().all(|a| *a == Some(0)));
+        assert_eq!(w.admit(at(1000)), Some(4490));
+        assert_eq!(w.admit(at(1001)), Some(0));
+    }
 
     fn headers(ct: Option<&str>) -> HeaderMap {
         let mut h = HeaderMap::new();

@@ -6,6 +6,9 @@
 //! estimate) before it calls the agent, and [`write_candidates`] to turn the
 //! candidates into a body.
 
+use std::sync::Arc;
+use std::time::Duration;
+
 use bytes::Bytes;
 use magma_protocol::{AgentOutput, AgentRequest};
 use tokio::sync::Semaphore;
@@ -51,6 +54,79 @@ pub(crate) async fn parse_body<T: Send + 'static>(
     tokio::task::spawn_blocking(move || parse(&bytes))
         .await
         .ok()
+}
+
+/// How long a request waits for room in the body budget before it is
+/// answered `503`.
+pub(crate) const BUDGET_WAIT: Duration = Duration::from_secs(1);
+
+/// The request-body bytes the whole process may hold at once
+/// (`--max-total-body-bytes`), shared by every connection and stream.
+#[derive(Debug)]
+pub(crate) struct BodyBudget {
+    bytes: Arc<Semaphore>,
+    total: u64,
+}
+
+impl BodyBudget {
+    pub(crate) fn new(total: u64) -> BodyBudget {
+        let permits = usize::try_from(total)
+            .unwrap_or(usize::MAX)
+            .min(Semaphore::MAX_PERMITS);
+        BodyBudget {
+            bytes: Arc::new(Semaphore::new(permits)),
+            total,
+        }
+    }
+
+    /// The budget's size in bytes.
+    pub(crate) fn total(&self) -> u64 {
+        self.total
+    }
+
+    /// An empty share, grown by [`BodyBudget::take`].
+    pub(crate) fn share(&self) -> BudgetShare {
+        BudgetShare {
+            bytes: Arc::clone(&self.bytes),
+            held: 0,
+        }
+    }
+}
+
+/// Bytes of the body budget one request holds; given back when dropped.
+#[derive(Debug)]
+pub(crate) struct BudgetShare {
+    bytes: Arc<Semaphore>,
+    held: usize,
+}
+
+impl BudgetShare {
+    /// Adds `n` bytes to this share, waiting up to [`BUDGET_WAIT`] for
+    /// them. `false` when they did not become free in time.
+    pub(crate) async fn take(&mut self, n: usize) -> bool {
+        if n == 0 {
+            return true;
+        }
+        let Ok(n32) = u32::try_from(n) else {
+            return false;
+        };
+        let permit = match self.bytes.try_acquire_many(n32) {
+            Ok(permit) => permit,
+            Err(_) => match tokio::time::timeout(BUDGET_WAIT, self.bytes.acquire_many(n32)).await {
+                Ok(Ok(permit)) => permit,
+                _ => return false,
+            },
+        };
+        permit.forget();
+        self.held += n;
+        true
+    }
+}
+
+impl Drop for BudgetShare {
+    fn drop(&mut self) {
+        self.bytes.add_permits(self.held);
+    }
 }
 
 /// An answer longer than the limit: how much of it was written when

@@ -31,6 +31,10 @@ struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "parsed once per process; boxing the probe's flags buys nothing"
+)]
 enum Command {
     /// Check one document: every contract error at once, plus lints (warnings)
     Check {
@@ -79,6 +83,10 @@ enum Command {
         /// Seconds one call may take
         #[arg(long, value_name = "S", default_value = "60", value_parser = seconds)]
         timeout: Duration,
+        /// Seconds the whole run may take, the wait for readiness included; checks not run by
+        /// then fail with code deadline [default: 10 x --timeout]
+        #[arg(long, value_name = "S", value_parser = seconds)]
+        deadline: Option<Duration>,
         /// Seconds to wait for GET /health to answer 200 (connection refused or 503) before
         /// the health check fails
         #[arg(long, value_name = "S", default_value = "30", value_parser = seconds)]
@@ -306,6 +314,7 @@ fn run(cli: Cli) -> Result<u8, Fatal> {
             url,
             cacert,
             timeout,
+            deadline,
             ready_timeout,
             large_request_bytes,
             memory_steps,
@@ -325,6 +334,7 @@ fn run(cli: Cli) -> Result<u8, Fatal> {
                 .large_request_bytes(large_request_bytes)
                 .memory_steps(usize::from(memory_steps))
                 .strict(strict);
+            config.deadline = deadline;
             config.skip = skip;
             config.warn = warn;
             config.headers = header;

@@ -4,8 +4,8 @@
 //! from `/proc`.
 //!
 //! Short form (what `cargo test` runs): 2 MiB requests. Full form, at the
-//! largest inputs the default flags allow (16 MiB requests), against any
-//! build: `MAGMA_ATTACK_FULL=1 MAGMA_SERVER_BIN=target/release/magma-server
+//! largest inputs the default flags allow (16 MiB requests): `cargo xtask
+//! attack` (release binary), or against any build: `MAGMA_ATTACK_FULL=1 MAGMA_SERVER_BIN=target/release/magma-server
 //! cargo test -p magma-rs-server --test it attack -- --nocapture`.
 
 #![allow(clippy::print_stderr)] // the suite reports what it measured

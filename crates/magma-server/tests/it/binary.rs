@@ -151,6 +151,8 @@ fn help_documents_every_flag() {
         "--max-candidates",
         "--max-response-bytes",
         "--max-concurrent-streams",
+        "--max-total-body-bytes",
+        "--max-coaching-sessions",
         "--inference-timeout-secs",
         "--shutdown-grace-secs",
         "--path-prefix",

@@ -7,8 +7,11 @@ use magma_server::{
     Agent, AgentDecision, AgentInfo, AgentInput, Candidate, Config, Json, Rejection, RequestContext,
 };
 
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+
 use crate::support::{
-    TestAgent, TestServer, build, check_response, h2_connect, raw_exchange, read, send,
+    TestAgent, TestServer, build, check_response, h2_connect, raw_exchange, raw_read, read, send,
     slow_request, user_request, within,
 };
 
@@ -137,7 +140,7 @@ async fn an_idle_http2_connection_is_closed_after_the_header_timeout() {
     let mut config = Config::default();
     config.header_timeout = std::time::Duration::from_millis(300);
     let server = TestServer::with_config(DemoAgent::new(), config).await;
-    let stream = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    let stream = TcpStream::connect(server.addr).await.unwrap();
     let (mut h2, conn) = hyper::client::conn::http2::handshake(
         hyper_util::rt::TokioExecutor::new(),
         hyper_util::rt::TokioIo::new(stream),
@@ -274,4 +277,187 @@ async fn x_request_id_is_always_present() {
     let reply = server.respond(request.clone()).await;
     check_response(&request, &reply);
     assert_eq!(reply.header("x-request-id"), Some("a%0Ab%20%C3%A9"));
+}
+
+/// The request-body budget is shared by all connections: while one client
+/// holds most of it with an unfinished body, another client's body that
+/// does not fit waits, then gets 503 with `Retry-After`; once the first
+/// request is answered, its bytes are given back.
+#[tokio::test]
+async fn bodies_of_all_connections_share_one_budget() {
+    let mut c = Config::default();
+    c.max_body_bytes = 64 * 1024;
+    c.max_total_body_bytes = 100_000;
+    let server = TestServer::with_config(DemoAgent::new(), c).await;
+    let body = user_request("big", &"x".repeat(59_000), 1);
+    let head = |len: usize| {
+        format!(
+            "POST /v1/responses HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n\
+             Content-Length: {len}\r\n\r\n"
+        )
+    };
+    // The holder: all of its body but the last byte.
+    let mut holder = TcpStream::connect(server.addr).await.expect("connect");
+    holder
+        .write_all(head(body.len()).as_bytes())
+        .await
+        .expect("write");
+    holder
+        .write_all(&body.as_bytes()[..body.len() - 1])
+        .await
+        .expect("write");
+    let full = format!("{}{body}", head(body.len()));
+    // Once the server has read the holder's bytes, the next body of the
+    // same size cannot fit (until then it may still be answered).
+    let refused = within("a 503 from the full budget", async {
+        loop {
+            let (_, reply) = raw_exchange(server.addr, full.as_bytes()).await;
+            if reply.status == 503 {
+                return reply;
+            }
+            assert_eq!(reply.status, 200, "{reply:?}");
+        }
+    })
+    .await;
+    assert!(
+        refused
+            .body
+            .contains("limit of 100000 bytes of request bodies"),
+        "{refused:?}"
+    );
+    assert!(
+        refused.head.to_ascii_lowercase().contains("retry-after: 1"),
+        "{refused:?}"
+    );
+    // The holder finishes and is answered; its share is given back.
+    holder
+        .write_all(&body.as_bytes()[body.len() - 1..])
+        .await
+        .expect("write");
+    assert_eq!(raw_read(&mut holder).await.status, 200);
+    let (_, reply) = raw_exchange(server.addr, full.as_bytes()).await;
+    assert_eq!(reply.status, 200, "{reply:?}");
+}
+
+/// HTTP/2 streams take from the same budget as HTTP/1.1 bodies.
+#[tokio::test]
+async fn http2_streams_count_against_the_same_budget() {
+    let mut c = Config::default();
+    c.max_body_bytes = 64 * 1024;
+    c.max_total_body_bytes = 100_000;
+    let server = TestServer::with_config(DemoAgent::new(), c).await;
+    let body = user_request("big", &"x".repeat(59_000), 1);
+    // An HTTP/2 stream holding all of its body but the last byte.
+    let stream = TcpStream::connect(server.addr).await.expect("connect");
+    let (mut h2, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(stream),
+    )
+    .await
+    .expect("h2 handshake");
+    tokio::spawn(conn);
+    let (tx, rx) = tokio::sync::mpsc::channel::<bytes::Bytes>(2);
+    let req = http::Request::post(format!("http://{}/v1/responses", server.addr))
+        .header("content-type", "application/json")
+        .body(ChannelBody(rx))
+        .expect("request");
+    let pending = tokio::spawn(async move { h2.send_request(req).await });
+    tx.send(bytes::Bytes::copy_from_slice(
+        &body.as_bytes()[..body.len() - 1],
+    ))
+    .await
+    .expect("send");
+    let full = format!(
+        "POST /v1/responses HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    within("a 503 from the full budget", async {
+        loop {
+            let (_, reply) = raw_exchange(server.addr, full.as_bytes()).await;
+            if reply.status == 503 {
+                return;
+            }
+            assert_eq!(reply.status, 200, "{reply:?}");
+        }
+    })
+    .await;
+    tx.send(bytes::Bytes::copy_from_slice(
+        &body.as_bytes()[body.len() - 1..],
+    ))
+    .await
+    .expect("send");
+    drop(tx);
+    let resp = within("the HTTP/2 answer", pending)
+        .await
+        .expect("join")
+        .expect("response");
+    assert_eq!(read(resp).await.status, 200);
+}
+
+/// A request body whose frames a test sends one at a time.
+struct ChannelBody(tokio::sync::mpsc::Receiver<bytes::Bytes>);
+
+impl hyper::body::Body for ChannelBody {
+    type Data = bytes::Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<bytes::Bytes>, Self::Error>>> {
+        self.0
+            .poll_recv(cx)
+            .map(|data| data.map(|d| Ok(hyper::body::Frame::data(d))))
+    }
+}
+
+/// A peer that keeps its HTTP/2 flow-control window at zero cannot make the
+/// server hold its answer forever: the connection gets a `GOAWAY` after the
+/// header timeout and is dropped one period later, with the answer it was
+/// holding; the server keeps serving.
+#[tokio::test]
+async fn an_http2_peer_with_a_shut_window_is_dropped() {
+    let mut c = Config::default();
+    c.header_timeout = std::time::Duration::from_secs(1);
+    let server = TestServer::with_config(DemoAgent::new(), c).await;
+    let tcp = TcpStream::connect(server.addr).await.expect("connect");
+    let (mut client, conn) = h2::client::Builder::new()
+        .initial_window_size(0)
+        .initial_connection_window_size(65_535)
+        .handshake::<_, bytes::Bytes>(tcp)
+        .await
+        .expect("h2 handshake");
+    let conn = tokio::spawn(conn);
+    let req = http::Request::get(format!("http://{}/openapi.json", server.addr))
+        .body(())
+        .expect("request");
+    let (response, _) = client.send_request(req, true).expect("send");
+    let response = within("the response head", response)
+        .await
+        .expect("response head");
+    assert_eq!(response.status(), 200);
+    let mut body = response.into_body();
+    // The window is shut: no byte of the body can come; the server ends the
+    // connection (a GOAWAY, then a close) instead of waiting for ever.
+    let ended = within("the server to drop the connection", async {
+        loop {
+            match body.data().await {
+                Some(Ok(chunk)) => assert!(chunk.is_empty(), "data through a shut window"),
+                Some(Err(e)) => break Err::<(), _>(e),
+                None => break Ok(()),
+            }
+        }
+    })
+    .await;
+    assert!(
+        ended.is_err(),
+        "the body ended normally through a shut window"
+    );
+    within("the client connection to end", conn)
+        .await
+        .expect("join")
+        .ok();
+    let reply = server.get("/health").await;
+    assert_eq!(reply.status, 200);
 }

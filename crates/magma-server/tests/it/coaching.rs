@@ -840,3 +840,23 @@ async fn the_demo_coachs_delay_is_waited_without_blocking_other_requests() {
     assert_eq!(answered(&body, &reply).status(), CoachingStatus::Corrected);
     assert!(started.elapsed() >= Duration::from_millis(300));
 }
+
+/// Sessions cannot grow without bound: a new session past
+/// `max_coaching_sessions` is 503 with a detail that says why; the same
+/// session again is not a new one, and closing one makes room.
+#[tokio::test]
+async fn sessions_past_the_limit_are_503_until_one_closes() {
+    let mut c = Config::default();
+    c.max_coaching_sessions = 2;
+    let server = TestServer::with_config(DemoAgent::new(), c).await;
+    expect_204(&put(&server, "a", config("m", false)).await);
+    expect_204(&put(&server, "b", config("m", false)).await);
+    let detail = put(&server, "c", config("m", false))
+        .await
+        .expect_detail(503);
+    assert!(detail.contains("at most 2 coaching sessions"), "{detail}");
+    // The open session again: idempotent, not a third session.
+    expect_204(&put(&server, "a", config("m", false)).await);
+    expect_204(&delete(&server, "a").await);
+    expect_204(&put(&server, "c", config("m", false)).await);
+}

@@ -32,6 +32,12 @@ pub struct ProbeConfig {
     pub url: String,
     /// Longest time one call may take. Default 60 s.
     pub timeout: Duration,
+    /// Longest time the whole run may take, the wait for readiness
+    /// included. `None` (the default) means ten times
+    /// [`timeout`](Self::timeout). Every call is given at most the time
+    /// left; once it has passed, the checks not yet run fail with code
+    /// `deadline` instead of calling the agent.
+    pub deadline: Option<Duration>,
     /// How long to wait for `GET /health` to answer 200 (while the agent
     /// refuses connections or answers 503) before the run stops as not
     /// ready. Default 30 s.
@@ -65,6 +71,7 @@ impl ProbeConfig {
             url: url.into(),
             timeout: Duration::from_secs(60),
             ready_timeout: Duration::from_secs(30),
+            deadline: None,
             cacert: None,
             client_identity: None,
             headers: Vec::new(),
@@ -80,6 +87,18 @@ impl ProbeConfig {
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
         self
+    }
+
+    /// Sets [`deadline`](Self::deadline).
+    pub fn deadline(mut self, deadline: Duration) -> Self {
+        self.deadline = Some(deadline);
+        self
+    }
+
+    /// The run's deadline: [`deadline`](Self::deadline), else ten times
+    /// [`timeout`](Self::timeout).
+    pub fn effective_deadline(&self) -> Duration {
+        self.deadline.unwrap_or(self.timeout.saturating_mul(10))
     }
 
     /// Sets [`ready_timeout`](Self::ready_timeout).

@@ -2,7 +2,7 @@
 //! exchange: send, check status, body, candidate sequence and lints.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use magma_client::http::Method;
 use magma_client::http::header::{ACCEPT, HeaderName, HeaderValue};
@@ -55,6 +55,8 @@ pub(crate) struct Session {
     pub(crate) tally: Tally,
     /// What `/v1/info` advertised of coaching, and the probe's session.
     pub(crate) coaching: CoachingState,
+    /// When the run must be over.
+    pub(crate) deadline: Instant,
 }
 
 /// The coaching side of a probe run.
@@ -132,7 +134,15 @@ impl Session {
             agent: None,
             tally: Tally::default(),
             coaching: CoachingState::default(),
+            deadline: Instant::now()
+                .checked_add(config.effective_deadline())
+                .unwrap_or_else(|| Instant::now() + Duration::from_secs(86_400 * 365)),
         })
+    }
+
+    /// Time left before the run's deadline.
+    pub(crate) fn time_left(&self) -> Duration {
+        self.deadline.saturating_duration_since(Instant::now())
     }
 
     pub(crate) fn base_url(&self) -> &str {
@@ -149,6 +159,12 @@ impl Session {
     pub(crate) fn call(&self, mut request: RawRequest) -> Result<RawResponse, magma_client::Error> {
         for (name, value) in &self.headers {
             request.headers_mut().insert(name.clone(), value.clone());
+        }
+        // No call outlives the run's deadline (a few milliseconds at least,
+        // so that a call past it fails as a timeout instead of not at all).
+        let left = self.time_left().max(Duration::from_millis(10));
+        if left < self.config.timeout {
+            request = request.timeout(left);
         }
         self.client.execute(request)
     }

@@ -354,3 +354,32 @@ fn a_non_json_content_type_only_warns() {
         "{msg}"
     );
 }
+
+/// An agent that answers GET and hangs on every POST: the run ends within
+/// `--deadline` (plus one call's timeout at most), the checks it had no time
+/// for failed with code `deadline`.
+#[test]
+fn a_hung_agent_is_probed_within_the_deadline() {
+    let server = agent_server(Fault::HangsOnPost);
+    let started = std::time::Instant::now();
+    let (exit, report, stderr) = probe(&server.url(), &["--deadline", "2"]);
+    // Generous: a probe that ignored the deadline would take one timeout
+    // per call, dozens of seconds; this only catches a hang.
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(20),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(exit, 1, "{report:#} {stderr}");
+    let checks = report["checks"].as_array().unwrap();
+    let deadline = checks
+        .iter()
+        .filter(|c| findings(c).iter().any(|(k, _, _)| k == "deadline"))
+        .count();
+    assert!(deadline > 0, "{report:#}");
+    let timed_out = checks
+        .iter()
+        .filter(|c| findings(c).iter().any(|(k, _, _)| k == "timeout"))
+        .count();
+    assert!(timed_out > 0, "{report:#}");
+}

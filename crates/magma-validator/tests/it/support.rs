@@ -81,6 +81,8 @@ pub(crate) enum Fault {
     RequiresAuthorization,
     /// Each POST /v1/responses takes 300 ms (a model behind it).
     Slow,
+    /// Every POST is read and never answered (a hung model behind it).
+    HangsOnPost,
 }
 
 /// The header `Fault::RequiresAuthorization` wants.
@@ -262,10 +264,11 @@ pub(crate) fn agent_server_with(
             return Reply::json(401, r#"{"detail":"Not authenticated"}"#);
         }
         let reply = handle(fault, &req.method, req.path_only(), &req.body);
-        if fault == Fault::Slow && req.method == "POST" {
-            reply.after(Duration::from_millis(300))
-        } else {
-            reply
+        match fault {
+            Fault::Slow if req.method == "POST" => reply.after(Duration::from_millis(300)),
+            // Longer than any test runs: the stub server drops it on stop.
+            Fault::HangsOnPost if req.method == "POST" => reply.after(Duration::from_secs(3600)),
+            _ => reply,
         }
     })
 }

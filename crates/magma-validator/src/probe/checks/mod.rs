@@ -16,7 +16,7 @@ use serde::Serialize;
 
 use super::session::Session;
 use super::{Check, CheckSeverity, ProbeConfig, ProbeError, ProbeReport, Progress, Status, Waiver};
-use crate::report::Severity;
+use crate::report::{Finding, Severity};
 
 /// What a check does to the agent.
 pub(crate) type RunFn = fn(&mut Session, &mut Check);
@@ -121,6 +121,18 @@ pub(super) fn run(
         let waived = waivers.get(info.name).copied();
         match waived {
             Some(Waiver::Skip) => check.skip("waived with --skip"),
+            _ if s.time_left().is_zero() => check.push(
+                Finding::error(
+                    "http",
+                    "deadline",
+                    "",
+                    format!(
+                        "not run: the probe's deadline of {} s passed (--deadline)",
+                        config.effective_deadline().as_secs_f64()
+                    ),
+                )
+                .with_fix("make the agent answer faster, or give the probe a longer --deadline"),
+            ),
             _ => (def.run)(&mut s, &mut check),
         }
         let severity = match waived {
