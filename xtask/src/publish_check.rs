@@ -14,7 +14,10 @@
 //! 4. Package and verify, in dependency order: `cargo package` of every publishable crate;
 //!    cargo builds each one alone from its `.crate`, with its workspace dependencies taken
 //!    from the packages made just before (a local registry under `target/package`), as they
-//!    would come from crates.io. Each `.crate` must stay under 300 KiB.
+//!    would come from crates.io. Each `.crate` must stay under 300 KiB. Cargo treats a
+//!    registry crate's version as its content, so what an earlier run left (`target/package`,
+//!    and the local registry's sources unpacked under the cargo home) is removed first;
+//!    otherwise a version packaged before would be verified with its old build.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -131,7 +134,38 @@ pub(crate) fn run() -> Result<()> {
         bail!("publish check failed:\n  {}", problems.join("\n  "));
     }
 
-    // 4. Package and verify, each crate alone, in dependency order.
+    // 4. Package and verify, each crate alone, in dependency order, from nothing left by an
+    //    earlier run: cargo takes a registry crate's version as its content, so it would
+    //    reuse what it built, and what it unpacked, for an older state of the same version.
+    let package_dir = target_dir(&root).join("package");
+    if package_dir.exists() {
+        std::fs::remove_dir_all(&package_dir)
+            .with_context(|| format!("removing {}", package_dir.display()))?;
+        println!(
+            "  removed {} (packages, and builds of them, from an earlier run)",
+            package_dir.display()
+        );
+    }
+    for stale in forget_registry_builds(&target_dir(&root), &crates)? {
+        println!(
+            "  forgot a build of an earlier package of this version: {}",
+            stale.display()
+        );
+    }
+    match cargo_home() {
+        Some(home) => {
+            for stale in forget_unpacked_sources(&home, &crates)? {
+                println!(
+                    "  removed sources cargo unpacked from an earlier packaging of this path: {}",
+                    stale.display()
+                );
+            }
+        }
+        None => println!(
+            "  CARGO_HOME and HOME are unset: sources unpacked by an earlier packaging are not \
+             looked for"
+        ),
+    }
     let mut cmd = cargo();
     cmd.current_dir(&root).args(["package", "--allow-dirty"]);
     for c in &crates {
@@ -141,7 +175,6 @@ pub(crate) fn run() -> Result<()> {
         "cargo package (packages and verifies every crate)",
         &mut cmd,
     )?;
-    let package_dir = target_dir(&root).join("package");
     for c in &crates {
         let file = package_dir.join(format!("{}-{}.crate", c.name, c.version));
         let size = std::fs::metadata(&file)
@@ -174,6 +207,105 @@ pub(crate) fn run() -> Result<()> {
         order.join(", ")
     );
     Ok(())
+}
+
+/// Where cargo keeps its registries: `CARGO_HOME`, else `~/.cargo`.
+fn cargo_home() -> Option<PathBuf> {
+    std::env::var_os("CARGO_HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")))
+}
+
+/// Removes what cargo unpacked of this workspace's crates from the local registries of
+/// earlier `cargo package` runs, and returns the folders removed.
+///
+/// To verify a crate against the packages made just before it, cargo serves them from a
+/// local registry under `target/package` and unpacks each one into
+/// `<cargo home>/registry/src/-<hash of that registry's path>/<name>-<version>`. It never
+/// unpacks a version again while that folder exists. A checkout at a path that was
+/// packaged before (a CI machine that reuses its work folder) would then verify each crate
+/// against the *old* sources of its unchanged version, and fail on code that is right (or
+/// pass on code that is wrong). Local registries have no host, so their folders' names begin
+/// with `-`; crates.io's and other remote registries' folders are left alone.
+fn forget_unpacked_sources(cargo_home: &Path, crates: &[Crate]) -> Result<Vec<PathBuf>> {
+    let src = cargo_home.join("registry").join("src");
+    let entries = match std::fs::read_dir(&src) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e).with_context(|| format!("listing {}", src.display())),
+    };
+    let mut removed = Vec::new();
+    for entry in entries {
+        let entry = entry.with_context(|| format!("listing {}", src.display()))?;
+        if !entry.file_name().to_string_lossy().starts_with('-') {
+            continue;
+        }
+        for c in crates {
+            let unpacked = entry.path().join(format!("{}-{}", c.name, c.version));
+            if unpacked.is_dir() {
+                std::fs::remove_dir_all(&unpacked)
+                    .with_context(|| format!("removing {}", unpacked.display()))?;
+                removed.push(unpacked);
+            }
+        }
+    }
+    removed.sort();
+    Ok(removed)
+}
+
+/// Removes the fingerprints of builds of this workspace's crates made from a local registry
+/// (an earlier `cargo package`), and returns the fingerprint folders removed.
+///
+/// When cargo verifies a crate, it builds the packages it depends on from the local
+/// registry in the workspace's target folder. Their files are unpacked with one fixed
+/// modification time, so cargo finds a build of an *earlier* package of the same version
+/// fresh and links against it. A build is recognised by its dependency file
+/// (`<profile>/deps/<lib>-<hash>.d`) naming sources under a local registry
+/// (`registry/src/-<hash>/`); removing `<profile>/.fingerprint/<package>-<hash>` makes cargo
+/// build it again. The workspace's own builds are left alone.
+fn forget_registry_builds(target: &Path, crates: &[Crate]) -> Result<Vec<PathBuf>> {
+    let mut removed = Vec::new();
+    let Ok(profiles) = std::fs::read_dir(target) else {
+        return Ok(removed);
+    };
+    for profile in profiles.flatten() {
+        let deps = profile.path().join("deps");
+        let Ok(files) = std::fs::read_dir(&deps) else {
+            continue;
+        };
+        for file in files.flatten() {
+            let name = file.file_name().to_string_lossy().into_owned();
+            let Some(stem) = name.strip_suffix(".d") else {
+                continue;
+            };
+            let Some((lib, hash)) = stem.rsplit_once('-') else {
+                continue;
+            };
+            let Some(c) = crates.iter().find(|c| c.lib.as_deref() == Some(lib)) else {
+                continue;
+            };
+            let text = std::fs::read_to_string(file.path()).unwrap_or_default();
+            let unpacked = format!("-{}", c.version);
+            let from_local_registry = text.lines().any(|line| {
+                line.contains("/registry/src/-") && line.contains(&format!("{}{unpacked}/", c.name))
+            });
+            if !from_local_registry {
+                continue;
+            }
+            let fingerprint = profile
+                .path()
+                .join(".fingerprint")
+                .join(format!("{}-{hash}", c.name));
+            if fingerprint.is_dir() {
+                std::fs::remove_dir_all(&fingerprint)
+                    .with_context(|| format!("removing {}", fingerprint.display()))?;
+                removed.push(fingerprint);
+            }
+        }
+    }
+    removed.sort();
+    Ok(removed)
 }
 
 /// The publishable workspace members, each after the members it depends on.
@@ -445,6 +577,108 @@ mod tests {
     use super::*;
 
     const REPO: &str = "https://github.com/magma-rs/magma-rs";
+
+    #[test]
+    fn builds_from_local_registries_are_forgotten_and_nothing_else() {
+        let target = magma_testkit::TempDir::new("xtask-target");
+        let debug = target.path().join("debug");
+        let unit = |hash: &str, source: &str| {
+            std::fs::create_dir_all(debug.join("deps")).unwrap();
+            let fingerprint = debug
+                .join(".fingerprint")
+                .join(format!("magma-rs-protocol-{hash}"));
+            std::fs::create_dir_all(&fingerprint).unwrap();
+            std::fs::write(
+                debug.join("deps").join(format!("magma_protocol-{hash}.d")),
+                format!(
+                    "{}/deps/libmagma_protocol-{hash}.rlib: {source}/src/lib.rs\n",
+                    debug.display()
+                ),
+            )
+            .unwrap();
+            fingerprint
+        };
+        let packaged = unit(
+            "2f1682dbfeef73dd",
+            "/home/x/.cargo/registry/src/-14cd1cce6819ff87/magma-rs-protocol-0.1.0",
+        );
+        let workspace = unit("565e3a9fe6cef55e", "/repo/crates/magma-protocol");
+        let crates_io = unit(
+            "0123456789abcdef",
+            "/home/x/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/magma-rs-protocol-0.1.0",
+        );
+        let crates = [Crate {
+            name: "magma-rs-protocol".into(),
+            version: "0.1.0".into(),
+            lib: Some("magma_protocol".into()),
+            dir: PathBuf::new(),
+            repository: None,
+        }];
+        assert_eq!(
+            forget_registry_builds(target.path(), &crates).unwrap(),
+            [packaged.clone()]
+        );
+        assert!(!packaged.exists());
+        assert!(workspace.is_dir() && crates_io.is_dir());
+        // A target folder that does not exist yet is not an error.
+        assert!(
+            forget_registry_builds(&target.path().join("none"), &crates)
+                .unwrap()
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn sources_unpacked_from_local_registries_are_forgotten_and_nothing_else() {
+        let home = magma_testkit::TempDir::new("xtask-cargo-home");
+        let src = home.path().join("registry").join("src");
+        let ours = |registry: &str, name: &str| src.join(registry).join(name);
+        for dir in [
+            ours("-14cd1cce6819ff87", "magma-rs-protocol-0.1.0"),
+            ours("-14cd1cce6819ff87", "magma-rs-protocol-0.0.9"),
+            ours("-22c3805da5a543b4", "magma-rs-protocol-0.1.0"),
+            ours("-22c3805da5a543b4", "serde-1.0.0"),
+            ours(
+                "index.crates.io-1949cf8c6b5b557f",
+                "magma-rs-protocol-0.1.0",
+            ),
+        ] {
+            std::fs::create_dir_all(dir.join("src")).unwrap();
+        }
+        let crates = [Crate {
+            name: "magma-rs-protocol".into(),
+            version: "0.1.0".into(),
+            lib: Some("magma_protocol".into()),
+            dir: PathBuf::new(),
+            repository: None,
+        }];
+        let removed = forget_unpacked_sources(home.path(), &crates).unwrap();
+        assert_eq!(
+            removed,
+            [
+                ours("-14cd1cce6819ff87", "magma-rs-protocol-0.1.0"),
+                ours("-22c3805da5a543b4", "magma-rs-protocol-0.1.0"),
+            ]
+        );
+        assert!(!removed[0].exists() && !removed[1].exists());
+        // Another version, another crate and crates.io's copy stay.
+        assert!(ours("-14cd1cce6819ff87", "magma-rs-protocol-0.0.9").is_dir());
+        assert!(ours("-22c3805da5a543b4", "serde-1.0.0").is_dir());
+        assert!(
+            ours(
+                "index.crates.io-1949cf8c6b5b557f",
+                "magma-rs-protocol-0.1.0"
+            )
+            .is_dir()
+        );
+        // A cargo home without registries is not an error.
+        let empty = magma_testkit::TempDir::new("xtask-cargo-home-empty");
+        assert!(
+            forget_unpacked_sources(empty.path(), &crates)
+                .unwrap()
+                .is_empty()
+        );
+    }
 
     fn problems(text: &str) -> Vec<String> {
         let root = crate::project_root().unwrap();
