@@ -389,6 +389,43 @@ pub(crate) fn pattern_str(
 
 /// `dict[str, str]`: an object whose values are all strings.
 pub(crate) fn str_map(v: Json, cx: &mut Validation) -> Option<Map<String>> {
+    scalar_map(
+        v,
+        cx,
+        ErrorKind::StringType,
+        "Input should be a valid string",
+        |v| match v {
+            Json::String(s) => Ok(s),
+            other => Err(other),
+        },
+    )
+}
+
+/// `dict[str, bool]`: an object whose values are all (strict) booleans.
+pub(crate) fn bool_map(v: Json, cx: &mut Validation) -> Option<Map<bool>> {
+    scalar_map(
+        v,
+        cx,
+        ErrorKind::BoolType,
+        "Input should be a valid boolean",
+        |v| match v {
+            Json::Bool(b) => Ok(b),
+            other => Err(other),
+        },
+    )
+}
+
+/// `dict[str, T]` for a scalar `T`: `take` gives the value back when it is
+/// not a `T`, which is reported at its key through the capped
+/// [`Validation::push`] (a hostile object of a million wrong values keeps
+/// the first errors and counts the rest).
+fn scalar_map<T>(
+    v: Json,
+    cx: &mut Validation,
+    kind: ErrorKind,
+    msg: &'static str,
+    take: impl Fn(Json) -> Result<T, Json>,
+) -> Option<Map<T>> {
     let Json::Object(o) = v else {
         cx.report(ErrorKind::DictType, "Input should be a valid dictionary", v);
         return None;
@@ -396,15 +433,12 @@ pub(crate) fn str_map(v: Json, cx: &mut Validation) -> Option<Map<String>> {
     let mut out = Map::with_capacity(o.len());
     let mut ok = true;
     for (key, value) in o {
-        match value {
-            Json::String(s) => out.push_unique(key, s),
-            other => {
+        match take(value) {
+            Ok(t) => out.push_unique(key, t),
+            Err(other) => {
                 ok = false;
                 let loc = cx.location([Segment::Key(key)]);
-                cx.issues.push(
-                    Issue::new(ErrorKind::StringType, loc, "Input should be a valid string")
-                        .with_input(other),
-                );
+                cx.push(Issue::new(kind, loc, msg).with_input(other));
             }
         }
     }
@@ -647,29 +681,6 @@ impl Fields {
         }
         cx.count() == self.start
     }
-}
-
-pub(crate) fn bool_map(v: Json, cx: &mut Validation) -> Option<Map<bool>> {
-    let Json::Object(o) = v else {
-        cx.report(ErrorKind::DictType, "Input should be a valid dictionary", v);
-        return None;
-    };
-    let mut out = Map::with_capacity(o.len());
-    let mut ok = true;
-    for (key, value) in o {
-        match value {
-            Json::Bool(b) => out.push_unique(key, b),
-            other => {
-                ok = false;
-                let loc = cx.location([Segment::Key(key)]);
-                cx.push(
-                    Issue::new(ErrorKind::BoolType, loc, "Input should be a valid boolean")
-                        .with_input(other),
-                );
-            }
-        }
-    }
-    ok.then_some(out)
 }
 
 // ---------------------------------------------------------------------------

@@ -249,3 +249,31 @@ fn extra_key_bombs_are_capped_too() {
     assert_eq!((err.issues().len(), err.omitted()), (100, 4900));
     assert_eq!(err.issues()[0].kind(), ErrorKind::ExtraForbidden);
 }
+
+/// `dict[str, str]` and `dict[str, bool]` values of the wrong type go
+/// through the same cap: a million wrong header values cost 100 errors.
+#[test]
+fn wrong_values_in_string_and_boolean_maps_are_capped() {
+    let n = 5000;
+    let values: Vec<String> = (0..n).map(|i| format!(r#""h{i}":{i}"#)).collect();
+    let config = format!(
+        r#"{{"backends":{{"b":{{"type":"t","endpoint":"e","default_model":"m","headers":{{{}}}}}}}}}"#,
+        values.join(",")
+    );
+    let err =
+        magma_protocol::coaching::CoachingSessionConfig::from_slice(config.as_bytes()).unwrap_err();
+    assert_eq!((err.issues().len(), err.omitted()), (100, n - 100));
+    assert_eq!(err.issues()[0].kind(), ErrorKind::StringType);
+    assert_eq!(
+        err.issues()[99].location().to_string(),
+        "backends.b.headers.h99"
+    );
+
+    let info = format!(
+        r#"{{"agent_id":"a","agent_version":"1","capabilities":{{{}}}}}"#,
+        values.join(",")
+    );
+    let err = AgentInfo::from_slice(info.as_bytes()).unwrap_err();
+    assert_eq!((err.issues().len(), err.omitted()), (100, n - 100));
+    assert_eq!(err.issues()[0].kind(), ErrorKind::BoolType);
+}
