@@ -30,4 +30,4 @@ pub use json::{Json, Location, Map, Number, Object, Position, Segment};
 pub use json::{ValueConversionError, ValueLocation};
 pub use limits::{MAX_FREE_FORM_DEPTH, MAX_JSON_DEPTH, MAX_REPORTED_ERRORS};
 pub use model::*;
-pub use validate::{EmptyStringError, NonEmptyString, duplicate_keys};
+pub use validate::{DuplicateKeys, EmptyStringError, NonEmptyString, duplicate_keys};

@@ -803,9 +803,43 @@ impl std::str::FromStr for Json {
 }
 
 /// Every repeated key in a document, at the location of each later
-/// occurrence (the value that wins), in document order. The reference's
-/// `json.loads` keeps the last value without a word; validators and lints
-/// use this to say so. Errors are the parser's, for text that is not JSON.
-pub fn duplicate_keys(src: &[u8]) -> Result<Vec<Location>, Error> {
-    crate::json::duplicate_keys(src, READ).map_err(Error::from)
+/// occurrence (the value that wins), in document order: the first
+/// [`MAX_REPORTED_ERRORS`] of them, the others counted
+/// ([`DuplicateKeys::omitted`]). The reference's `json.loads` keeps the last
+/// value without a word; validators and lints use this to say so. Errors
+/// are the parser's, for text that is not JSON.
+///
+/// No tree is built: the memory used is the keys of the objects open at a
+/// time and the locations kept, whatever the size of the document.
+pub fn duplicate_keys(src: &[u8]) -> Result<DuplicateKeys, Error> {
+    let found = crate::json::duplicate_keys(src, READ, MAX_REPORTED_ERRORS).map_err(Error::from)?;
+    Ok(DuplicateKeys {
+        locations: found.found,
+        omitted: found.omitted,
+    })
+}
+
+/// The repeated keys of a document, from [`duplicate_keys`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DuplicateKeys {
+    locations: Vec<Location>,
+    omitted: usize,
+}
+
+impl DuplicateKeys {
+    /// The locations of the repeats (each later occurrence of a key), in
+    /// document order, at most [`MAX_REPORTED_ERRORS`].
+    pub fn locations(&self) -> &[Location] {
+        &self.locations
+    }
+
+    /// Repeats found past the ones kept, counted only.
+    pub fn omitted(&self) -> usize {
+        self.omitted
+    }
+
+    /// `true` when no key repeats.
+    pub fn is_empty(&self) -> bool {
+        self.locations.is_empty()
+    }
 }

@@ -2,8 +2,10 @@
 //!
 //! magma-protocol, like the reference's `json.loads`, keeps the last value
 //! of a repeated key without a word. [`magma_protocol::duplicate_keys`]
-//! reads the document the same way and says where each repeat is; this
-//! module groups them per object and key for the `duplicate_key` lint.
+//! reads the document the same way, without building it, and says where
+//! each repeat is (the first [`magma_protocol::MAX_REPORTED_ERRORS`], the
+//! others counted); this module groups them per object and key for the
+//! `duplicate_key` lint.
 
 use magma_protocol::{Location, Segment};
 
@@ -25,8 +27,12 @@ pub struct DuplicateKey {
 /// The result of a scan.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DuplicateScan {
-    /// Repeated keys, in document order of their second occurrence.
+    /// Repeated keys, in document order of their second occurrence, from
+    /// the first [`magma_protocol::MAX_REPORTED_ERRORS`] repeats.
     pub duplicates: Vec<DuplicateKey>,
+    /// Repeats past those, counted only (a hostile document can repeat a
+    /// key millions of times).
+    pub omitted: usize,
     /// `true` if the document could not be read as JSON (then nothing was
     /// searched).
     pub incomplete: bool,
@@ -37,11 +43,12 @@ pub fn find_duplicate_keys(bytes: &[u8]) -> DuplicateScan {
     let Ok(repeats) = magma_protocol::duplicate_keys(bytes) else {
         return DuplicateScan {
             duplicates: Vec::new(),
+            omitted: 0,
             incomplete: true,
         };
     };
     let mut duplicates: Vec<DuplicateKey> = Vec::new();
-    for at in repeats {
+    for at in repeats.locations() {
         let mut segments = at.segments().to_vec();
         let Some(Segment::Key(key)) = segments.pop() else {
             continue;
@@ -61,6 +68,7 @@ pub fn find_duplicate_keys(bytes: &[u8]) -> DuplicateScan {
     }
     DuplicateScan {
         duplicates,
+        omitted: repeats.omitted(),
         incomplete: false,
     }
 }
@@ -102,7 +110,8 @@ mod tests {
             "}".repeat(1400)
         );
         let scan = find_duplicate_keys(deep_obj.as_bytes());
-        assert_eq!(scan.duplicates.len(), 1401);
+        assert_eq!(scan.duplicates.len(), 100);
+        assert_eq!(scan.omitted, 1301);
         assert!(!scan.incomplete);
     }
 

@@ -25,7 +25,9 @@ fn key(k: &str) -> Segment {
 /// `duplicate_key` warnings for one document.
 pub(crate) fn duplicate_keys(document: &str, bytes: &[u8]) -> Vec<Finding> {
     let scan = find_duplicate_keys(bytes);
-    scan.duplicates
+    let kept: usize = scan.duplicates.iter().map(|d| d.count - 1).sum();
+    let mut out: Vec<Finding> = scan
+        .duplicates
         .into_iter()
         .map(|d| {
             let mut at = d.object.segments().to_vec();
@@ -42,7 +44,19 @@ pub(crate) fn duplicate_keys(document: &str, bytes: &[u8]) -> Vec<Finding> {
                 ),
             )
         })
-        .collect()
+        .collect();
+    if scan.omitted > 0 {
+        out.push(warn(
+            Lint::DuplicateKey,
+            document,
+            "(document)".to_owned(),
+            format!(
+                "{} more repeated keys are not listed (the first {kept} repeats are)",
+                scan.omitted
+            ),
+        ));
+    }
+    out
 }
 
 /// Lints of `/v1/info`: protocol version and inference capability.

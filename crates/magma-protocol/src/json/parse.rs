@@ -13,7 +13,8 @@
 //! that clean ones are kept as validated text instead of trees; the shapes
 //! themselves belong to the documents that declare them.
 
-use std::collections::HashMap;
+use std::borrow::Cow;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 
 use super::lex::{escaped_string_end, number_end, plain_run_end, plain_string, ws_end};
@@ -186,8 +187,6 @@ pub(super) struct Parser<'a> {
     pos: usize,
     limits: Limits,
     scratch: ScanBuffers,
-    /// Where repeated keys were seen, when the caller asked.
-    duplicates: Option<Vec<Location>>,
     /// How many scalars to keep per array whose elements must be objects,
     /// when the caller counts the rest instead ([`parse_shaped_counted`]).
     keep_scalars: Option<usize>,
@@ -204,7 +203,6 @@ impl<'a> Parser<'a> {
             pos: 0,
             limits,
             scratch: ScanBuffers::default(),
-            duplicates: None,
             keep_scalars: None,
             dropped: 0,
         }
@@ -223,31 +221,181 @@ impl<'a> Parser<'a> {
     }
 }
 
-/// The location of `key` in the object on top of `below`'s frames.
-fn location_in(below: &[Frame], key: String) -> Location {
-    let mut segs: Vec<Segment> = below
-        .iter()
-        .map(|f| match f {
-            Frame::Array { items, .. } => Segment::Index(items.len()),
-            Frame::Object { key, .. } => Segment::Key(key.clone()),
-        })
-        .collect();
-    segs.push(Segment::Key(key));
-    Location::from(segs)
+/// Repeated keys of a document found by [`duplicate_keys`]: the first
+/// `keep` locations, and how many more there were.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Duplicates {
+    /// The locations of the later occurrences, in document order.
+    pub(crate) found: Vec<Location>,
+    /// Repeats past the first `keep`, counted only.
+    pub(crate) omitted: usize,
 }
 
 /// Every repeated key in a document, at the location of each later
-/// occurrence (the value that wins), in document order. The reference's
-/// `json.loads` keeps the last value without a word; validators and lints
-/// use this to say so.
-pub(crate) fn duplicate_keys(src: &[u8], limits: Limits) -> Result<Vec<Location>, SyntaxError> {
+/// occurrence (the value that wins), in document order: the first `keep`
+/// of them, the others counted. The reference's `json.loads` keeps the last
+/// value without a word; validators and lints use this to say so.
+///
+/// The document is read as the parser reads it (the same texts are
+/// refused, with the same messages) but no value is built: what is held is
+/// the keys of the objects open at a time (borrowed from `src` unless
+/// escaped) and the locations kept, so a document of millions of values
+/// costs its scan, not a tree.
+pub(crate) fn duplicate_keys(
+    src: &[u8],
+    limits: Limits,
+    keep: usize,
+) -> Result<Duplicates, SyntaxError> {
     let text = std::str::from_utf8(src)
         .map_err(|e| SyntaxError::at(src, e.valid_up_to(), "invalid UTF-8 in the body"))?;
     let mut p = Parser::new(src, text, limits);
-    p.duplicates = Some(Vec::new());
-    p.document(ANY)
-        .map_err(|(at, msg)| SyntaxError::at(src, at, msg))?;
-    Ok(p.duplicates.unwrap_or_default())
+    p.scan_duplicates(keep)
+        .map_err(|(at, msg)| SyntaxError::at(src, at, msg))
+}
+
+/// A container open during [`duplicate_keys`].
+enum KeyFrame<'a> {
+    /// An array, at the element `index`.
+    Array { index: usize },
+    /// An object, at the member `key` (`repeated` when an earlier member
+    /// has the same key), with the keys read so far.
+    Object {
+        key: Cow<'a, str>,
+        keys: HashSet<Cow<'a, str>>,
+        repeated: bool,
+    },
+}
+
+impl<'a> Parser<'a> {
+    fn scan_duplicates(&mut self, keep: usize) -> PResult<Duplicates> {
+        if self.src.starts_with("\u{feff}".as_bytes()) {
+            return Err((0, "unexpected byte order mark (U+FEFF) before the document"));
+        }
+        let mut out = Duplicates::default();
+        let mut stack: Vec<KeyFrame<'a>> = Vec::new();
+        'value: loop {
+            self.skip_ws();
+            match self.peek() {
+                Some(open @ (b'[' | b'{')) => {
+                    if stack.len() >= self.limits.depth {
+                        return Err((self.pos, "maximum nesting depth exceeded"));
+                    }
+                    self.pos += 1;
+                    self.skip_ws();
+                    let close = if open == b'[' { b']' } else { b'}' };
+                    if self.peek() == Some(close) {
+                        self.pos += 1;
+                    } else if open == b'[' {
+                        stack.push(KeyFrame::Array { index: 0 });
+                        continue 'value;
+                    } else {
+                        let key = self.borrowed_key()?;
+                        let mut keys = HashSet::new();
+                        keys.insert(key.clone());
+                        stack.push(KeyFrame::Object {
+                            key,
+                            keys,
+                            repeated: false,
+                        });
+                        continue 'value;
+                    }
+                }
+                // Scalars are read (and checked) the way the parser reads
+                // them, and dropped at once.
+                _ => drop(self.scalar()?),
+            }
+            // A value is complete: a repeated key is counted once its value
+            // is read (where the parser replaces the earlier value), then
+            // the enclosing container moves on.
+            loop {
+                if let Some(KeyFrame::Object { repeated, .. }) = stack.last_mut() {
+                    if std::mem::take(repeated) {
+                        if out.found.len() < keep {
+                            out.found.push(key_path(&stack));
+                        } else {
+                            out.omitted += 1;
+                        }
+                    }
+                }
+                let Some(top) = stack.last_mut() else {
+                    break 'value;
+                };
+                self.skip_ws();
+                match (top, self.peek()) {
+                    (KeyFrame::Array { index }, Some(b',')) => {
+                        self.pos += 1;
+                        *index += 1;
+                        continue 'value;
+                    }
+                    (
+                        KeyFrame::Object {
+                            key,
+                            keys,
+                            repeated,
+                        },
+                        Some(b','),
+                    ) => {
+                        self.pos += 1;
+                        self.skip_ws();
+                        let next = self.borrowed_key()?;
+                        *repeated = !keys.insert(next.clone());
+                        *key = next;
+                        continue 'value;
+                    }
+                    (KeyFrame::Array { .. }, Some(b']'))
+                    | (KeyFrame::Object { .. }, Some(b'}')) => {
+                        self.pos += 1;
+                        stack.pop();
+                    }
+                    (KeyFrame::Array { .. }, _) => {
+                        return Err((self.pos, "expected ',' or ']' in an array"));
+                    }
+                    (KeyFrame::Object { .. }, _) => {
+                        return Err((self.pos, "expected ',' or '}' in an object"));
+                    }
+                }
+            }
+        }
+        self.skip_ws();
+        if self.pos != self.src.len() {
+            return Err((self.pos, "extra data after the document"));
+        }
+        Ok(out)
+    }
+
+    /// [`Parser::object_key`], borrowing the key from the input when it has
+    /// no escapes.
+    fn borrowed_key(&mut self) -> PResult<Cow<'a, str>> {
+        if self.peek() != Some(b'"') {
+            return Err((self.pos, "expected a property name in double quotes"));
+        }
+        let start = self.pos + 1;
+        let end = plain_run_end(self.src, start);
+        let key = if self.src.get(end) == Some(&b'"') {
+            self.pos = end + 1;
+            Cow::Borrowed(&self.text[start..end])
+        } else {
+            Cow::Owned(self.string()?)
+        };
+        self.skip_ws();
+        if self.peek() != Some(b':') {
+            return Err((self.pos, "expected ':' after a property name"));
+        }
+        self.pos += 1;
+        Ok(key)
+    }
+}
+
+/// The location of the member or element each open container is at.
+fn key_path(stack: &[KeyFrame<'_>]) -> Location {
+    let segs: Vec<Segment> = stack
+        .iter()
+        .map(|f| match f {
+            KeyFrame::Array { index } => Segment::Index(*index),
+            KeyFrame::Object { key, .. } => Segment::Key(key.as_ref().to_owned()),
+        })
+        .collect();
+    Location::from(segs)
 }
 
 type PResult<T> = Result<T, (usize, &'static str)>;
@@ -418,7 +566,7 @@ impl Parser<'_> {
             };
             // A value is complete: hand it to the enclosing container.
             loop {
-                let Some((top, below)) = stack.split_last_mut() else {
+                let Some(top) = stack.last_mut() else {
                     return Ok(done);
                 };
                 self.skip_ws();
@@ -461,10 +609,7 @@ impl Parser<'_> {
                         mode: object_mode,
                         index,
                     } => {
-                        let dup = insert_last_wins(map, index, std::mem::take(key), done);
-                        if let (Some(dup), Some(found)) = (dup, self.duplicates.as_mut()) {
-                            found.push(location_in(below, dup));
-                        }
+                        insert_last_wins(map, index, std::mem::take(key), done);
                         match self.peek() {
                             Some(b',') => {
                                 self.pos += 1;
@@ -635,25 +780,26 @@ impl Parser<'_> {
 const LONE_SURROGATE: &str =
     "lone surrogate escape: a UTF-16 surrogate without its pair is not a Unicode character";
 
-/// Inserts like a Python dict; gives the key back when it was a duplicate.
+/// Inserts like a Python dict: a repeated key keeps its first position and
+/// takes the last value.
 fn insert_last_wins(
     map: &mut Map<Json>,
     index: &mut Option<HashMap<String, usize>>,
     key: String,
     value: Json,
-) -> Option<String> {
+) {
     if let Some(idx) = index {
         if let Some(&i) = idx.get(&key) {
             map.replace_at(i, value);
-            return Some(key);
+            return;
         }
         idx.insert(key.clone(), map.len());
         map.push_unique(key, value);
-        return None;
+        return;
     }
     if let Some(i) = map.entries().iter().position(|(k, _)| *k == key) {
         map.replace_at(i, value);
-        return Some(key);
+        return;
     }
     map.push_unique(key, value);
     if map.len() > LINEAR_KEY_LIMIT {
@@ -665,7 +811,6 @@ fn insert_last_wins(
             .collect();
         *index = Some(idx);
     }
-    None
 }
 
 /// The entries of an object kept as validated text, one level deep: the
@@ -908,18 +1053,53 @@ mod tests {
 
     #[test]
     fn duplicate_keys_are_located() {
-        let found = duplicate_keys(
-            br#"{"a":1,"b":[{"x":1},{"x":2,"x":3,"x":4}],"a":{"c":1,"c":2}}"#,
-            TEST_LIMITS,
-        )
-        .unwrap();
-        let shown: Vec<String> = found.iter().map(ToString::to_string).collect();
+        let doc = br#"{"a":1,"b":[{"x":1},{"x":2,"x":3,"\u0078":4}],"a":{"c":1,"c":2}}"#;
+        let found = duplicate_keys(doc, TEST_LIMITS, usize::MAX).unwrap();
+        let shown: Vec<String> = found.found.iter().map(ToString::to_string).collect();
         assert_eq!(shown, ["b[1].x", "b[1].x", "a.c", "a"]);
-        assert!(duplicate_keys(b"{\"a\":1,}", TEST_LIMITS).is_err());
+        assert_eq!(found.omitted, 0);
+        // The first `keep` are kept, the rest counted.
+        let capped = duplicate_keys(doc, TEST_LIMITS, 1).unwrap();
+        assert_eq!((capped.found.len(), capped.omitted), (1, 3));
+        assert_eq!(capped.found[0].to_string(), "b[1].x");
+        assert!(duplicate_keys(b"{\"a\":1,}", TEST_LIMITS, 10).is_err());
         assert_eq!(
-            duplicate_keys(b"[NaN, {\"k\": Infinity}]", TEST_LIMITS).unwrap(),
-            vec![]
+            duplicate_keys(b"[NaN, {\"k\": Infinity}]", TEST_LIMITS, 10).unwrap(),
+            Duplicates::default()
         );
+    }
+
+    proptest::proptest! {
+        /// The scan refuses exactly what the parser refuses, at the same
+        /// place, and accepts the rest.
+        #[test]
+        fn duplicate_scan_reads_as_the_parser_does(doc in tricky_text()) {
+            let scan = duplicate_keys(doc.as_bytes(), TEST_LIMITS, 5);
+            let tree = parse(doc.as_bytes(), TEST_LIMITS);
+            match (scan, tree) {
+                (Ok(_), Ok(_)) => {}
+                (Err(a), Err(b)) => proptest::prop_assert_eq!(a, b),
+                (a, b) => proptest::prop_assert!(false, "scan {a:?}, parser {b:?}"),
+            }
+        }
+
+        /// Mangled documents too: cut, with a byte changed.
+        #[test]
+        fn duplicate_scan_refuses_what_the_parser_refuses(
+            doc in tricky_text(),
+            cut in 0usize..64,
+            byte in proptest::prelude::any::<u8>(),
+        ) {
+            let mut bytes = doc.into_bytes();
+            let at = cut.min(bytes.len());
+            bytes.truncate(bytes.len() - at);
+            if let Some(b) = bytes.get_mut(at) {
+                *b = byte;
+            }
+            let scan = duplicate_keys(&bytes, TEST_LIMITS, 5).map(|_| ());
+            let tree = parse(&bytes, TEST_LIMITS).map(|_| ());
+            proptest::prop_assert_eq!(scan, tree);
+        }
     }
 
     fn plain_run_end_bytewise(src: &[u8], i: usize) -> usize {
