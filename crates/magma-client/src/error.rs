@@ -78,9 +78,10 @@ pub enum ErrorKind {
         /// The limit in bytes.
         limit: u64,
     },
-    /// The connection failed after it was made: closed before the response
-    /// was complete, reset, or not speaking HTTP/1.1. Not retried.
-    Transport,
+    /// The connection failed after it was made; the cause says how (an
+    /// answer head too large or not HTTP, broken chunked encoding, a body
+    /// cut short, a reset). Not retried.
+    Transport(TransportCause),
     /// A blocking method was called from inside an async runtime (a tokio
     /// task or `block_on`, including `spawn_blocking` threads, which carry
     /// the runtime's context). Nothing was sent. Call the client from a
@@ -123,7 +124,9 @@ impl fmt::Display for ErrorKind {
             ErrorKind::BodyTooLarge { limit } => {
                 write!(f, "response body larger than the limit of {limit} bytes")
             }
-            ErrorKind::Transport => f.write_str("connection failed during the exchange"),
+            ErrorKind::Transport(cause) => {
+                write!(f, "connection failed during the exchange: {cause}")
+            }
             ErrorKind::InsideAsyncRuntime => f.write_str(
                 "blocking client called from inside an async runtime; \
                  call it from a plain thread (std::thread::spawn)",
@@ -131,6 +134,69 @@ impl fmt::Display for ErrorKind {
             ErrorKind::Config(why) => write!(f, "invalid client configuration: {why}"),
             ErrorKind::RuntimeGone => f.write_str("the client's runtime thread stopped"),
         }
+    }
+}
+
+/// How a connection failed after it was made ([`ErrorKind::Transport`]).
+///
+/// New causes may be added; match with a wildcard arm.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TransportCause {
+    /// The answer's head (status line and headers) is larger than the
+    /// client reads: about 400 kB, or more than 100 header fields.
+    HeadTooLarge,
+    /// The answer's head is not HTTP/1.1: a bad status line, an invalid
+    /// header, a `Content-Length` that is not a number.
+    MalformedHead,
+    /// The connection closed before an answer's head was complete (often:
+    /// the agent closed it without answering).
+    ClosedBeforeAnswer,
+    /// The body's chunked encoding is broken (a bad chunk size line).
+    BadChunkedEncoding,
+    /// The connection closed before the body was complete: fewer bytes
+    /// than `Content-Length`, or no last chunk.
+    TruncatedBody,
+    /// The peer reset the connection (TCP RST).
+    ConnectionReset,
+    /// The operating system gave up on the connection (TCP timeout).
+    TimedOut,
+    /// Another failure; the error's source has the details.
+    Other,
+}
+
+impl TransportCause {
+    /// A stable name: `head_too_large`, `malformed_head`,
+    /// `closed_before_answer`, `bad_chunked_encoding`, `truncated_body`,
+    /// `connection_reset`, `timed_out`, `other`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TransportCause::HeadTooLarge => "head_too_large",
+            TransportCause::MalformedHead => "malformed_head",
+            TransportCause::ClosedBeforeAnswer => "closed_before_answer",
+            TransportCause::BadChunkedEncoding => "bad_chunked_encoding",
+            TransportCause::TruncatedBody => "truncated_body",
+            TransportCause::ConnectionReset => "connection_reset",
+            TransportCause::TimedOut => "timed_out",
+            TransportCause::Other => "other",
+        }
+    }
+}
+
+impl fmt::Display for TransportCause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            TransportCause::HeadTooLarge => {
+                "the answer's head (status line and headers) is too large"
+            }
+            TransportCause::MalformedHead => "the answer's head is not valid HTTP/1.1",
+            TransportCause::ClosedBeforeAnswer => "the connection closed before an answer",
+            TransportCause::BadChunkedEncoding => "the body's chunked encoding is invalid",
+            TransportCause::TruncatedBody => "the connection closed before the body was complete",
+            TransportCause::ConnectionReset => "the connection was reset",
+            TransportCause::TimedOut => "the connection timed out",
+            TransportCause::Other => "the connection failed",
+        })
     }
 }
 
@@ -376,7 +442,7 @@ impl Error {
             | ErrorKind::Connect
             | ErrorKind::ConnectTimeout(_)
             | ErrorKind::Timeout(_)
-            | ErrorKind::Transport
+            | ErrorKind::Transport(_)
             | ErrorKind::NotReady(_) => true,
             ErrorKind::Status(s) => s.status() == StatusCode::BAD_GATEWAY,
             _ => false,

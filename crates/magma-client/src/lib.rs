@@ -16,7 +16,7 @@ pub use client::{
     DEFAULT_POOL_IDLE_TIMEOUT, DEFAULT_TIMEOUT,
 };
 pub use coaching::CoachingSession;
-pub use error::{Error, ErrorKind, HttpStatus};
+pub use error::{Error, ErrorKind, HttpStatus, TransportCause};
 pub use raw::{RawRequest, RawResponse};
 
 /// The `http` crate, whose types appear in this API.

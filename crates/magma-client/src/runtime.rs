@@ -10,13 +10,13 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::Method;
-use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
+use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client as HyperClient;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use tokio::sync::mpsc;
 
 use crate::connect::{ConnectFailure, ConnectFailureKind, Connector};
-use crate::error::{BoxError, Error, ErrorKind};
+use crate::error::{BoxError, Error, ErrorKind, TransportCause};
 use crate::raw::RawResponse;
 
 type Hyper = HyperClient<Connector, Full<Bytes>>;
@@ -161,7 +161,7 @@ async fn exchange(
                        ClientBuilder::client_identity_files) or have refused this one";
             return Error::new(ErrorKind::Tls(why.to_owned())).with_source(err);
         }
-        classify(err, limit)
+        classify(err)
     })?;
     let (parts, body) = response.into_parts();
     let declared = parts
@@ -173,12 +173,45 @@ async fn exchange(
         // Dropping the body closes the connection without reading the rest.
         return Err(Error::new(ErrorKind::BodyTooLarge { limit }));
     }
-    let body = Limited::new(body, usize::try_from(limit).unwrap_or(usize::MAX))
-        .collect()
-        .await
-        .map_err(|e| classify(e, limit))?
-        .to_bytes();
+    let body = read_body(body, declared, limit).await?;
     Ok(RawResponse::new(parts.status, parts.headers, body))
+}
+
+/// Reads a whole body of at most `limit` bytes into one buffer, sized from
+/// `Content-Length` when the answer declares it (already checked against the
+/// limit), so a body is held once, not as its frames plus a copy. A body
+/// that arrives in one frame is kept as it is.
+async fn read_body<B>(mut body: B, declared: Option<u64>, limit: u64) -> Result<Bytes, Error>
+where
+    B: hyper::body::Body<Data = Bytes> + Unpin,
+    B::Error: Into<BoxError>,
+{
+    let mut first: Option<Bytes> = None;
+    let mut buf: Vec<u8> = Vec::new();
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| classify(e.into()))?;
+        let Ok(data) = frame.into_data() else {
+            continue; // trailers
+        };
+        let held = first.as_ref().map_or(buf.len(), Bytes::len);
+        if (held as u64).saturating_add(data.len() as u64) > limit {
+            return Err(Error::new(ErrorKind::BodyTooLarge { limit }));
+        }
+        match first.take() {
+            None if buf.is_empty() => first = Some(data),
+            None => buf.extend_from_slice(&data),
+            Some(head) => {
+                let size = declared
+                    .and_then(|n| usize::try_from(n).ok())
+                    .unwrap_or(0)
+                    .max(head.len() + data.len());
+                buf.reserve_exact(size);
+                buf.extend_from_slice(&head);
+                buf.extend_from_slice(&data);
+            }
+        }
+    }
+    Ok(first.unwrap_or_else(|| Bytes::from(buf)))
 }
 
 /// Finds an error of type `T` in a source chain, looking inside `io::Error`
@@ -216,12 +249,12 @@ fn closed_without_close_notify(err: &(dyn StdError + 'static)) -> bool {
 }
 
 /// Turns a hyper/connector/body error into the client's error kind.
-fn classify(err: BoxError, limit: u64) -> Error {
-    let kind = kind_of(&*err, limit);
+fn classify(err: BoxError) -> Error {
+    let kind = kind_of(&*err);
     Error::new(kind).with_source(err)
 }
 
-fn kind_of(err: &(dyn StdError + 'static), limit: u64) -> ErrorKind {
+fn kind_of(err: &(dyn StdError + 'static)) -> ErrorKind {
     if let Some(cf) = find::<ConnectFailure>(err) {
         return match cf.kind {
             ConnectFailureKind::Refused => ErrorKind::ConnectionRefused,
@@ -230,14 +263,45 @@ fn kind_of(err: &(dyn StdError + 'static), limit: u64) -> ErrorKind {
             ConnectFailureKind::Other => ErrorKind::Connect,
         };
     }
-    if find::<LengthLimitError>(err).is_some() {
-        return ErrorKind::BodyTooLarge { limit };
-    }
     #[cfg(feature = "tls")]
     if let Some(tls) = find::<rustls::Error>(err) {
         return ErrorKind::Tls(crate::tls::describe(tls));
     }
-    ErrorKind::Transport
+    ErrorKind::Transport(transport_cause(err))
+}
+
+/// Names what failed on a connection that was made, from hyper's error
+/// kinds and the I/O error under them (hyper's body decoder reports a cut
+/// body as `UnexpectedEof` and a bad chunk size line as `InvalidData`).
+fn transport_cause(err: &(dyn StdError + 'static)) -> TransportCause {
+    let io_kind = find::<io::Error>(err).map(io::Error::kind);
+    match io_kind {
+        Some(io::ErrorKind::ConnectionReset | io::ErrorKind::ConnectionAborted) => {
+            return TransportCause::ConnectionReset;
+        }
+        Some(io::ErrorKind::TimedOut) => return TransportCause::TimedOut,
+        _ => {}
+    }
+    if let Some(h) = find::<hyper::Error>(err) {
+        // `is_parse_too_large` exists only with hyper's `server` feature;
+        // the kind's text is hyper's fixed description of it.
+        if h.is_parse() && h.to_string().contains("too large") {
+            return TransportCause::HeadTooLarge;
+        }
+        if h.is_parse() || h.is_parse_status() {
+            return TransportCause::MalformedHead;
+        }
+        if h.is_incomplete_message() {
+            return TransportCause::ClosedBeforeAnswer;
+        }
+    }
+    match io_kind {
+        Some(io::ErrorKind::UnexpectedEof) => TransportCause::TruncatedBody,
+        Some(io::ErrorKind::InvalidData | io::ErrorKind::InvalidInput) => {
+            TransportCause::BadChunkedEncoding
+        }
+        _ => TransportCause::Other,
+    }
 }
 
 fn tls_words(cf: &ConnectFailure) -> String {

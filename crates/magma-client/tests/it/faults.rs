@@ -5,7 +5,7 @@ use std::time::Duration;
 use magma_client::magma_protocol::{
     self as magma_protocol, ErrorKind as IssueKind, IncompatibleAgent, Json, json,
 };
-use magma_client::{Client, ErrorKind};
+use magma_client::{Client, ErrorKind, TransportCause};
 
 use crate::support::{RawServer, Reply, StubServer, agent, free_port, request};
 
@@ -338,7 +338,7 @@ fn a_post_is_not_retried_when_the_connection_drops() {
         .build()
         .unwrap();
     let err = c.respond(&request("r", 1, 1)).unwrap_err();
-    assert!(matches!(err.kind(), ErrorKind::Transport), "{err:?}");
+    assert!(matches!(err.kind(), ErrorKind::Transport(_)), "{err:?}");
     assert_eq!(raw.requests(), 1, "the POST must be sent exactly once");
 }
 
@@ -346,7 +346,7 @@ fn a_post_is_not_retried_when_the_connection_drops() {
 fn a_malformed_http_answer_is_a_transport_error() {
     let raw = RawServer::start(Some(b"this is not http\r\n\r\n".to_vec()));
     let err = Client::new(raw.url()).unwrap().health().unwrap_err();
-    assert!(matches!(err.kind(), ErrorKind::Transport), "{err:?}");
+    assert!(matches!(err.kind(), ErrorKind::Transport(_)), "{err:?}");
     assert!(std::error::Error::source(&err).is_some());
 }
 
@@ -375,4 +375,87 @@ fn https_without_the_tls_feature_is_a_clear_error() {
         panic!("{err:?}")
     };
     assert!(m.contains("`tls` feature"), "{m}");
+}
+
+/// Each way a connection can fail after it was made has its own cause, in
+/// the error and in its text.
+#[test]
+fn transport_failures_name_their_cause() {
+    let big_header = format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Big: {}\r\n\r\n",
+        "a".repeat(600_000)
+    );
+    let cases: Vec<(&str, Option<Vec<u8>>, TransportCause)> = vec![
+        ("oversized head", Some(big_header.into_bytes()), TransportCause::HeadTooLarge),
+        (
+            "not HTTP",
+            Some(b"this is not http\r\n\r\n".to_vec()),
+            TransportCause::MalformedHead,
+        ),
+        ("closed without an answer", None, TransportCause::ClosedBeforeAnswer),
+        (
+            "bad chunk size",
+            Some(
+                b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n"
+                    .to_vec(),
+            ),
+            TransportCause::BadChunkedEncoding,
+        ),
+        (
+            "body shorter than Content-Length",
+            Some(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"status\"".to_vec()),
+            TransportCause::TruncatedBody,
+        ),
+        (
+            "chunked body without its last chunk",
+            Some(
+                b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n12\r\n{\"status\":\"ready\"}\r\n"
+                    .to_vec(),
+            ),
+            TransportCause::TruncatedBody,
+        ),
+    ];
+    for (what, answer, cause) in cases {
+        let raw = RawServer::start(answer);
+        let err = Client::new(raw.url()).unwrap().health().unwrap_err();
+        assert!(
+            matches!(err.kind(), ErrorKind::Transport(c) if *c == cause),
+            "{what}: {err:?}"
+        );
+        assert!(
+            err.to_string().contains(&cause.to_string()),
+            "{what}: {err}"
+        );
+    }
+}
+
+/// A peer that closes with unread data in its receive buffer sends a TCP
+/// reset: `ConnectionReset`.
+#[test]
+fn a_reset_connection_is_named() {
+    use std::io::Read;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = std::thread::spawn(move || {
+        let (mut stream, _) = listener.accept().unwrap();
+        // Read a byte, leave the rest unread, and wait for all of it to
+        // arrive: closing then resets the connection.
+        let mut one = [0u8; 1];
+        stream.read_exact(&mut one).unwrap();
+        std::thread::sleep(Duration::from_millis(200));
+        drop(stream);
+    });
+    let err = Client::new(format!("http://{addr}"))
+        .unwrap()
+        .respond(&request("r", 1, 1))
+        .unwrap_err();
+    server.join().unwrap();
+    assert!(
+        matches!(
+            err.kind(),
+            ErrorKind::Transport(TransportCause::ConnectionReset)
+        ),
+        "{err:?}"
+    );
+    assert!(!err.is_timeout());
 }

@@ -5,6 +5,7 @@ mod support;
 mod basics;
 mod concurrency;
 mod faults;
+mod hostile;
 mod magma_server;
 mod runtime_context;
 mod timeouts;
