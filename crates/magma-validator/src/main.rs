@@ -94,6 +94,9 @@ enum Command {
         /// Approximate size of the large request, in bytes
         #[arg(long, value_name = "N", default_value_t = 1 << 20)]
         large_request_bytes: usize,
+        /// Largest answer body read, in bytes; a larger one fails its check (body_too_large)
+        #[arg(long, value_name = "N", default_value_t = magma_client::DEFAULT_MAX_RESPONSE_BYTES)]
+        max_response_bytes: u64,
         /// Steps of the memory round trip (at least 2)
         #[arg(long, value_name = "N", default_value_t = 4,
               value_parser = clap::value_parser!(u16).range(2..))]
@@ -317,6 +320,7 @@ fn run(cli: Cli) -> Result<u8, Fatal> {
             deadline,
             ready_timeout,
             large_request_bytes,
+            max_response_bytes,
             memory_steps,
             format,
             output,
@@ -332,6 +336,7 @@ fn run(cli: Cli) -> Result<u8, Fatal> {
                 .timeout(timeout)
                 .ready_timeout(ready_timeout)
                 .large_request_bytes(large_request_bytes)
+                .max_response_bytes(max_response_bytes)
                 .memory_steps(usize::from(memory_steps))
                 .strict(strict);
             config.deadline = deadline;

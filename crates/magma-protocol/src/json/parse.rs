@@ -300,9 +300,7 @@ impl<'a> Parser<'a> {
                         continue 'value;
                     }
                 }
-                // Scalars are read (and checked) the way the parser reads
-                // them, and dropped at once.
-                _ => drop(self.scalar()?),
+                _ => self.skip_scalar()?,
             }
             // A value is complete: a repeated key is counted once its value
             // is read (where the parser replaces the earlier value), then
@@ -361,6 +359,27 @@ impl<'a> Parser<'a> {
             return Err((self.pos, "extra data after the document"));
         }
         Ok(out)
+    }
+
+    /// Reads (and checks) a scalar as [`Parser::scalar`] does, without
+    /// building it when it is a string without escapes or a number.
+    fn skip_scalar(&mut self) -> PResult<()> {
+        match self.peek() {
+            Some(b'"') => {
+                let end = plain_run_end(self.src, self.pos + 1);
+                if self.src.get(end) == Some(&b'"') {
+                    self.pos = end + 1;
+                    return Ok(());
+                }
+            }
+            Some(b'-' | b'0'..=b'9') if !self.src[self.pos..].starts_with(b"-Infinity") => {
+                let end = number_end(self.src, self.pos).ok_or((self.pos, "invalid number"))?;
+                self.pos = end;
+                return Ok(());
+            }
+            _ => {}
+        }
+        self.scalar().map(drop)
     }
 
     /// [`Parser::object_key`], borrowing the key from the input when it has

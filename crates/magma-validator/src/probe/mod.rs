@@ -54,6 +54,11 @@ pub struct ProbeConfig {
     /// Approximate size in bytes of the large request's memory. Default
     /// 1 MiB.
     pub large_request_bytes: usize,
+    /// The largest answer body read, in bytes; a larger one fails its
+    /// check with code `body_too_large`. Default 64 MiB (magma-client's).
+    /// The probe's memory stays under about twice this whatever the agent
+    /// answers (`docs/security.md`).
+    pub max_response_bytes: u64,
     /// Steps of the memory round trip. Default 4.
     pub memory_steps: usize,
     /// Warnings count as failures (except checks softened with `warn`).
@@ -76,6 +81,7 @@ impl ProbeConfig {
             client_identity: None,
             headers: Vec::new(),
             large_request_bytes: 1 << 20,
+            max_response_bytes: magma_client::DEFAULT_MAX_RESPONSE_BYTES,
             memory_steps: 4,
             strict: false,
             skip: Vec::new(),
@@ -86,6 +92,12 @@ impl ProbeConfig {
     /// Sets [`timeout`](Self::timeout).
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
+        self
+    }
+
+    /// Sets [`max_response_bytes`](Self::max_response_bytes).
+    pub fn max_response_bytes(mut self, bytes: u64) -> Self {
+        self.max_response_bytes = bytes;
         self
     }
 

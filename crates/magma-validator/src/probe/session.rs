@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use magma_client::http::Method;
 use magma_client::http::header::{ACCEPT, HeaderName, HeaderValue};
-use magma_client::{Client, ErrorKind, RawRequest, RawResponse};
+use magma_client::{Client, ErrorKind, RawRequest, RawResponse, TransportCause};
 use magma_protocol::{AgentRequest, AgentResponse, Outcome};
 
 use super::{AgentIdentity, Check, ProbeConfig, ProbeError};
@@ -86,6 +86,7 @@ impl Session {
         #[allow(unused_mut)] // only changed with the `tls` feature
         let mut builder = Client::builder(config.url.clone())
             .timeout(config.timeout)
+            .max_response_bytes(config.max_response_bytes)
             .connect_timeout(config.timeout.min(Duration::from_secs(30)))
             .user_agent(format!("magma-validate/{}", env!("CARGO_PKG_VERSION")))
             // BENCH and GEN open a new connection for every call.
@@ -251,7 +252,7 @@ impl Session {
         let response = match AgentResponse::from_slice(answer.body()) {
             Ok(r) => r,
             Err(e) => {
-                push_capped(check, issue_findings(DocumentKind::Response, &e));
+                push_capped(check, DocumentKind::Response, &e);
                 return None;
             }
         };
@@ -278,19 +279,22 @@ impl Session {
     }
 }
 
-/// Adds contract errors, at most [`MAX_ERRORS`], and a count of the rest.
-pub(crate) fn push_capped(check: &mut Check, findings: Vec<Finding>) {
-    let n = findings.len();
-    let mut it = findings.into_iter();
+/// Adds the problems of an invalid document: at most [`MAX_ERRORS`] of
+/// them, and one more whose message counts the rest, those the document's
+/// error only counted ([`magma_protocol::Error::omitted`]) included.
+pub(crate) fn push_capped(check: &mut Check, kind: DocumentKind, error: &magma_protocol::Error) {
+    let total = error.issues().len() + error.omitted();
+    let mut it = issue_findings(kind, error)
+        .into_iter()
+        .filter(|f| f.code != "too_many_errors");
     for f in it.by_ref().take(MAX_ERRORS) {
         check.push(f);
     }
-    if let Some(next) = it.next() {
-        let mut more = next;
+    if let Some(mut more) = it.next() {
         more.message = format!(
             "{} (and {} more problems not listed)",
             more.message,
-            n - MAX_ERRORS - 1
+            total - MAX_ERRORS - 1
         );
         check.push(more);
     }
@@ -326,12 +330,30 @@ pub(crate) fn transport_finding(e: &magma_client::Error) -> Finding {
         ErrorKind::ConnectionRefused | ErrorKind::Connect => "connection",
         ErrorKind::BodyTooLarge { .. } => "body_too_large",
         ErrorKind::Tls(_) => "tls",
+        ErrorKind::Transport(cause) => match cause {
+            TransportCause::HeadTooLarge => "head_too_large",
+            TransportCause::MalformedHead => "malformed_head",
+            TransportCause::ClosedBeforeAnswer => "closed_before_answer",
+            TransportCause::BadChunkedEncoding => "bad_chunked_encoding",
+            TransportCause::TruncatedBody => "truncated_body",
+            TransportCause::ConnectionReset => "connection_reset",
+            TransportCause::TimedOut => "timeout",
+            _ => "transport",
+        },
         _ => "transport",
     };
     let fix = match code {
         "timeout" => "answer within the consumers' timeout; run long inference off the event loop",
         "connection" => "keep the agent running and accepting connections for the whole run",
-        "body_too_large" => "keep responses below the limit (see --help)",
+        "body_too_large" => "keep responses below the limit (see --max-response-bytes)",
+        "head_too_large" => "keep the status line and headers of an answer well under 400 kB",
+        "malformed_head" => "answer with a valid HTTP/1.1 status line and headers",
+        "bad_chunked_encoding" => {
+            "send a valid chunked body (hex chunk sizes, CRLF, a last chunk of size 0)"
+        }
+        "truncated_body" => {
+            "send the whole body: as many bytes as Content-Length says, or the last chunk"
+        }
         _ => {
             "answer every request with a complete HTTP/1.1 response; do not close the \
               connection before the body is complete"

@@ -218,7 +218,7 @@ fn info(fault: Fault) -> String {
     info.to_string()
 }
 
-fn handle(fault: Fault, method: &str, path: &str, body: &[u8]) -> Reply {
+pub(crate) fn handle(fault: Fault, method: &str, path: &str, body: &[u8]) -> Reply {
     let mut reply = match (method, path) {
         ("GET", "/v1/info") if fault == Fault::InfoServerError => {
             Reply::json(500, "Internal Server Error").content_type("text/plain; charset=utf-8")

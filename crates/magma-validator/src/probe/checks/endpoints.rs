@@ -10,7 +10,6 @@ use magma_client::http::{Method, StatusCode};
 use magma_protocol::{AgentHealth, AgentInfo};
 
 use super::CheckDef;
-use crate::check::issue_findings;
 use crate::probe::session::{
     Ready, Session, as_error, body_excerpt, content_type_finding, push_capped, tls_error,
     transport_finding,
@@ -102,7 +101,7 @@ pub(in crate::probe) fn wait_ready(
                 ErrorKind::Tls(why) => return Err(tls_error(why, &s.config)),
                 _ if e.is_connect() => e.kind().to_string(),
                 ErrorKind::Timeout(d) => format!("no answer within --timeout {}s", d.as_secs_f64()),
-                ErrorKind::Transport => {
+                ErrorKind::Transport(_) => {
                     let hint = if s.base_url().starts_with("http://") {
                         " (if the agent serves HTTPS, use an https:// URL)"
                     } else {
@@ -214,7 +213,7 @@ fn health(s: &mut Session, check: &mut Check) {
                 String::new()
             }
         )),
-        Err(e) => push_capped(check, issue_findings(DocumentKind::Health, &e)),
+        Err(e) => push_capped(check, DocumentKind::Health, &e),
     }
 }
 
@@ -255,7 +254,7 @@ fn health_after(s: &mut Session, check: &mut Check) {
                 answer.status(),
                 String::from_utf8_lossy(answer.body()).trim()
             )),
-            Err(e) => push_capped(check, issue_findings(DocumentKind::Health, &e)),
+            Err(e) => push_capped(check, DocumentKind::Health, &e),
         }
     }
 }
@@ -304,7 +303,7 @@ fn info(s: &mut Session, check: &mut Check) {
     let info = match AgentInfo::from_slice(answer.body()) {
         Ok(info) => info,
         Err(e) => {
-            push_capped(check, issue_findings(DocumentKind::Info, &e));
+            push_capped(check, DocumentKind::Info, &e);
             return;
         }
     };

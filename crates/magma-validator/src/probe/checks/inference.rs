@@ -6,7 +6,6 @@ use magma_protocol::{AgentInstruction, AgentRequest, AgentResponse, Json, Object
 
 use super::CheckDef;
 use crate::DocumentKind;
-use crate::check::issue_findings;
 use crate::probe::requests::{self, ROBOT};
 use crate::probe::session::{Session, body_excerpt, push_capped, transport_finding};
 use crate::probe::{Check, CheckSeverity};
@@ -116,7 +115,7 @@ fn empty_inputs(s: &mut Session, check: &mut Check) {
         Ok(a) => {
             s.observe_content_type(&Method::POST, "/v1/responses", &a);
             match AgentResponse::from_slice(a.body()) {
-                Err(e) => push_capped(check, issue_findings(DocumentKind::Response, &e)),
+                Err(e) => push_capped(check, DocumentKind::Response, &e),
                 Ok(r) => match r.validate_request(&request) {
                     Err(m) => check.push(crate::check::mismatch_finding(&m)),
                     Ok(()) => check.verified(format!("{} []", a.status())),

@@ -1,0 +1,218 @@
+//! Hostile agents and documents against the real binary: its peak memory
+//! (`VmHWM` of the child, read while it runs) stays under twice the response
+//! limit, and error lists stay capped with the rest counted.
+//!
+//! The full-size case (a 60 MB answer under the default 64 MiB limit,
+//! release build) is measured by hand; see `docs/security.md`.
+
+use std::io::Read;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use magma_testkit::TempDir;
+use magma_testkit::process::peak_rss_kib;
+use magma_testkit::stub::{Reply, StubServer};
+use serde_json::Value;
+
+use crate::support::{BIN, Fault, findings, handle};
+
+const MIB: usize = 1 << 20;
+
+/// `[0,0,...,0]` of exactly `bytes` bytes (`bytes` odd), and its length
+/// in elements.
+fn zeros(bytes: usize) -> (Vec<u8>, usize) {
+    assert!(bytes % 2 == 1);
+    let mut doc = Vec::with_capacity(bytes);
+    doc.push(b'[');
+    let n = (bytes - 1) / 2;
+    for i in 0..n {
+        doc.push(b'0');
+        doc.push(if i + 1 == n { b']' } else { b',' });
+    }
+    assert_eq!(doc.len(), bytes);
+    (doc, n)
+}
+
+/// An agent that answers its GET routes correctly and every `POST` with
+/// `body`.
+fn agent_answering(body: Vec<u8>) -> StubServer {
+    StubServer::start(move |req| {
+        if req.method == "POST" {
+            Reply::json(200, body.clone())
+        } else {
+            handle(Fault::None, &req.method, req.path_only(), &req.body)
+        }
+    })
+}
+
+struct Measured {
+    code: i32,
+    stdout: Vec<u8>,
+    peak_kib: u64,
+    elapsed: Duration,
+}
+
+/// Runs the binary with `args` and reads its peak resident memory
+/// (`VmHWM`, a high-water mark: any reading after the peak sees it) every
+/// millisecond until it exits.
+fn run_measured(args: &[&str]) -> Measured {
+    let started = Instant::now();
+    let mut child = Command::new(BIN)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start magma-validate");
+    let mut out = child.stdout.take().expect("stdout");
+    let reader = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        let _ = out.read_to_end(&mut buf);
+        buf
+    });
+    let pid = child.id();
+    let mut peak_kib = 0;
+    let status = loop {
+        if let Some(kib) = peak_rss_kib(pid) {
+            peak_kib = peak_kib.max(kib);
+        }
+        if let Some(status) = child.try_wait().expect("wait for magma-validate") {
+            break status;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    };
+    Measured {
+        code: status.code().expect("exit code"),
+        stdout: reader.join().expect("stdout reader"),
+        peak_kib,
+        elapsed: started.elapsed(),
+    }
+}
+
+/// The acceptance of issue 20 for the probe, at a third of the default
+/// limit (`--max-response-bytes` 24 MiB, an answer just under it) so that
+/// the debug binary runs it in seconds: every `POST` answered with the
+/// bomb, the probe's peak stays under twice the limit, the checks keep 25
+/// errors and count the rest, and the run ends within its deadline.
+#[test]
+fn the_probe_stays_under_twice_its_response_limit_against_the_bomb() {
+    let limit = 24 * MIB;
+    let (body, n) = zeros(limit - 1);
+    let server = agent_answering(body);
+    let limit_arg = limit.to_string();
+    let run = run_measured(&[
+        "probe",
+        &server.url(),
+        "--format",
+        "json",
+        "--timeout",
+        "30",
+        "--ready-timeout",
+        "5",
+        "--deadline",
+        "8",
+        "--max-response-bytes",
+        &limit_arg,
+    ]);
+    let report: Value = serde_json::from_slice(&run.stdout).expect("a JSON report");
+    eprintln!(
+        "probe against a {} MiB bomb: peak {} KiB, {:?}",
+        limit / MIB,
+        run.peak_kib,
+        run.elapsed
+    );
+    assert_eq!(run.code, 1, "{report:#}");
+    let limit_kib = (limit / 1024) as u64;
+    // It held the answer (the reading saw the peak), and not much more.
+    assert!(run.peak_kib > limit_kib * 9 / 10, "{} KiB", run.peak_kib);
+    assert!(run.peak_kib < 2 * limit_kib, "{} KiB", run.peak_kib);
+    // Deadline 8 s plus at most one call's timeout; far less in practice.
+    assert!(run.elapsed < Duration::from_secs(38), "{:?}", run.elapsed);
+
+    let checks = report["checks"].as_array().unwrap();
+    let bombed: Vec<&Value> = checks
+        .iter()
+        .filter(|c| findings(c).iter().any(|(code, _, _)| code == "model_type"))
+        .collect();
+    assert!(!bombed.is_empty(), "{report:#}");
+    for check in bombed {
+        let found = findings(check);
+        assert_eq!(found.len(), 26, "{check:#}");
+        let (_, location, message) = &found[25];
+        assert_eq!(location, "[25]");
+        assert!(
+            message.ends_with(&format!("(and {} more problems not listed)", n - 26)),
+            "{message}"
+        );
+    }
+}
+
+/// `check --kind response` on the same bomb as a file: the first 100
+/// errors and one `too_many_errors` that counts the rest, under twice the
+/// document's size.
+#[test]
+fn check_stays_under_twice_the_size_of_a_bomb_file() {
+    let size = 24 * MIB - 1;
+    let (body, n) = zeros(size);
+    let dir = TempDir::new("bomb");
+    let file = dir.file("bomb.json", &body);
+    drop(body);
+    let run = run_measured(&["check", "--kind", "response", "--format", "json", &file]);
+    let report: Value = serde_json::from_slice(&run.stdout).expect("a JSON report");
+    eprintln!(
+        "check of a {} MiB bomb: peak {} KiB, {:?}",
+        size / MIB,
+        run.peak_kib,
+        run.elapsed
+    );
+    assert_eq!(run.code, 1);
+    let size_kib = (size / 1024) as u64;
+    assert!(run.peak_kib > size_kib * 9 / 10, "{} KiB", run.peak_kib);
+    assert!(run.peak_kib < 2 * size_kib, "{} KiB", run.peak_kib);
+    let found = report["findings"].as_array().unwrap();
+    assert_eq!(found.len(), 101);
+    assert_eq!(found[99]["code"], "model_type");
+    assert_eq!(found[99]["location"], "[99]");
+    assert_eq!(found[100]["code"], "too_many_errors");
+    let message = found[100]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(&format!("{} more problems", n - 100)),
+        "{message}"
+    );
+}
+
+/// A key repeated 200,000 times in one object: the `duplicate_key` lint
+/// groups the first 100 repeats and one more finding counts the rest.
+#[test]
+fn a_key_repeated_a_million_times_gives_two_findings() {
+    let repeats = 200_000;
+    let doc = format!("[{{{}\"a\":0}}]", "\"a\":0,".repeat(repeats));
+    let dir = TempDir::new("dupkeys");
+    let file = dir.file("dup.json", doc);
+    let run = run_measured(&["check", "--kind", "response", "--format", "json", &file]);
+    let report: Value = serde_json::from_slice(&run.stdout).expect("a JSON report");
+    let dups: Vec<&Value> = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["code"] == "duplicate_key")
+        .collect();
+    assert_eq!(dups.len(), 2, "{report:#}");
+    assert_eq!(dups[0]["location"], "[0].a");
+    assert!(
+        dups[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("appears 101 times"),
+        "{:#}",
+        dups[0]
+    );
+    let rest = dups[1]["message"].as_str().unwrap();
+    assert!(
+        rest.starts_with(&format!(
+            "{} more repeated keys are not listed",
+            repeats - 100
+        )),
+        "{rest}"
+    );
+}
