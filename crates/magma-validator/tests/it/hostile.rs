@@ -89,14 +89,14 @@ fn run_measured(args: &[&str]) -> Measured {
     }
 }
 
-/// The acceptance of issue 20 for the probe, at a third of the default
-/// limit (`--max-response-bytes` 24 MiB, an answer just under it) so that
+/// The acceptance of issue 20 for the probe, at a quarter of the default
+/// limit (`--max-response-bytes` 16 MiB, an answer just under it) so that
 /// the debug binary runs it in seconds: every `POST` answered with the
 /// bomb, the probe's peak stays under twice the limit, the checks keep 25
 /// errors and count the rest, and the run ends within its deadline.
 #[test]
 fn the_probe_stays_under_twice_its_response_limit_against_the_bomb() {
-    let limit = 24 * MIB;
+    let limit = 16 * MIB;
     let (body, n) = zeros(limit - 1);
     let server = agent_answering(body);
     let limit_arg = limit.to_string();
@@ -110,7 +110,7 @@ fn the_probe_stays_under_twice_its_response_limit_against_the_bomb() {
         "--ready-timeout",
         "5",
         "--deadline",
-        "8",
+        "4",
         "--max-response-bytes",
         &limit_arg,
     ]);
@@ -126,8 +126,9 @@ fn the_probe_stays_under_twice_its_response_limit_against_the_bomb() {
     // It held the answer (the reading saw the peak), and not much more.
     assert!(run.peak_kib > limit_kib * 9 / 10, "{} KiB", run.peak_kib);
     assert!(run.peak_kib < 2 * limit_kib, "{} KiB", run.peak_kib);
-    // Deadline 8 s plus at most one call's timeout; far less in practice.
-    assert!(run.elapsed < Duration::from_secs(38), "{:?}", run.elapsed);
+    // The deadline plus at most one call's timeout and the reading of its
+    // answer (seconds in a debug build).
+    assert!(run.elapsed < Duration::from_secs(40), "{:?}", run.elapsed);
 
     let checks = report["checks"].as_array().unwrap();
     let bombed: Vec<&Value> = checks
@@ -152,7 +153,7 @@ fn the_probe_stays_under_twice_its_response_limit_against_the_bomb() {
 /// document's size.
 #[test]
 fn check_stays_under_twice_the_size_of_a_bomb_file() {
-    let size = 24 * MIB - 1;
+    let size = 16 * MIB - 1;
     let (body, n) = zeros(size);
     let dir = TempDir::new("bomb");
     let file = dir.file("bomb.json", &body);
