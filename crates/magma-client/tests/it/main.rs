@@ -1,4 +1,5 @@
 //! Integration tests of magma-client against real servers on 127.0.0.1.
+#![allow(clippy::print_stderr)] // tests report what they measured
 
 mod support;
 
