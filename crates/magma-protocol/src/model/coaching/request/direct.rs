@@ -200,7 +200,13 @@ fn decision(c: &mut Cursor<'_>) -> Option<AgentDecision> {
             d.say = c.string()?;
         } else {
             c.array(|c| {
-                d.tool_calls.push(tool_call(c)?);
+                let call = tool_call(c)?;
+                if d.tool_calls.capacity() == 0 {
+                    // GEN's decisions hold one call: room for exactly that
+                    // (a fourth of the default first allocation).
+                    d.tool_calls = Vec::with_capacity(1);
+                }
+                d.tool_calls.push(call);
                 Some(())
             })?;
         }
@@ -242,7 +248,12 @@ fn step(c: &mut Cursor<'_>) -> Option<CoachingStep> {
             2 => output = nullable(c, decision)?,
             3 => error = nullable(c, agent_error)?,
             4 => c.array(|c| {
-                internal_steps.push(c.free_object(STEP_DEPTH + 1)?);
+                let item = c.free_object(STEP_DEPTH + 1)?;
+                if internal_steps.capacity() == 0 {
+                    // Usually one entry per step, as for the tool calls.
+                    internal_steps = Vec::with_capacity(1);
+                }
+                internal_steps.push(item);
                 Some(())
             })?,
             _ => execution = Some(c.free_object(STEP_DEPTH)?),
