@@ -741,6 +741,27 @@ where
     Ok((bytes, share))
 }
 
+/// The `422` of a body that did not validate; its text (which echoes parts
+/// of the request, up to about a whole body) is written, for a long body,
+/// on the blocking pool one at a time with the long parses, so that a long one holds
+/// neither a runtime worker nor more than one core, and keeps the
+/// request's share of the budget until it has been sent.
+pub(crate) async fn invalid(e: magma_protocol::Error, share: limits::BudgetShare) -> Reply {
+    // The share holds the body twice: a long body's `422` may be long.
+    let text = if share.held() < 2 * limits::PARSE_OFF_RUNTIME_BYTES {
+        Some(e.to_fastapi_body().to_json_string())
+    } else {
+        limits::off_runtime(move || e.to_fastapi_body().to_json_string()).await
+    };
+    match text {
+        Some(text) => {
+            let body = limits::held_text(text, share);
+            Reply::new(bytes_response(StatusCode::UNPROCESSABLE_ENTITY, body))
+        }
+        None => Reply::new(internal_error()),
+    }
+}
+
 /// `503` with `Retry-After: 1`: the process-wide budget stayed full.
 pub(crate) fn over_budget(budget: &limits::BodyBudget) -> Reply {
     tracing::warn!(
@@ -767,7 +788,7 @@ where
     B::Error: Into<BoxError>,
 {
     // The share of the body budget is held until the request is answered.
-    let (bytes, _share) = match json_body(shared, req).await {
+    let (bytes, share) = match json_body(shared, req).await {
         Ok(read) => read,
         Err(reply) => return reply,
     };
@@ -775,11 +796,11 @@ where
         Some(Ok(request)) => request,
         Some(Err(e)) => {
             tracing::debug!(error = %e, "invalid AgentRequest; answered 422");
-            let body = e.to_fastapi_body().to_json_string();
-            return Reply::new(json_response(StatusCode::UNPROCESSABLE_ENTITY, body));
+            return invalid(e, share).await;
         }
         None => return Reply::new(internal_error()),
     };
+    let _share = share;
     let id = truncate(request.request_id().to_owned());
     ids.set_body(&id);
     let wanted = request.expected_candidates();

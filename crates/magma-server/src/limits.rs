@@ -35,7 +35,7 @@ pub(crate) fn expected_answer_bytes(request: &AgentRequest) -> u128 {
 /// Bodies at least this long are parsed on tokio's blocking pool: reading a
 /// hostile 16 MiB document takes seconds of CPU, which on a runtime worker
 /// would delay every other connection of that worker (`/health` included).
-const PARSE_OFF_RUNTIME_BYTES: usize = 256 * 1024;
+pub(crate) const PARSE_OFF_RUNTIME_BYTES: usize = 256 * 1024;
 
 /// `parse(&bytes)`, on the blocking pool when `bytes` is long, one such
 /// parse at a time; the bytes are dropped as soon as it returns. `None` if
@@ -47,13 +47,19 @@ pub(crate) async fn parse_body<T: Send + 'static>(
     if bytes.len() < PARSE_OFF_RUNTIME_BYTES {
         return Some(parse(&bytes));
     }
-    // One long parse at a time in the process: however many arrive at
-    // once, they hold one core, and the runtime's workers keep the others.
-    static LONG_PARSES: Semaphore = Semaphore::const_new(1);
-    let _turn = LONG_PARSES.acquire().await.ok()?;
-    tokio::task::spawn_blocking(move || parse(&bytes))
-        .await
-        .ok()
+    off_runtime(move || parse(&bytes)).await
+}
+
+/// `work` on tokio's blocking pool, one such job at a time in the process
+/// (long parses and long `422` bodies): however many arrive at once, they
+/// hold one core, and the runtime's workers keep the others. `None` if
+/// `work` panicked.
+pub(crate) async fn off_runtime<T: Send + 'static>(
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Option<T> {
+    static LONG_JOBS: Semaphore = Semaphore::const_new(1);
+    let _turn = LONG_JOBS.acquire().await.ok()?;
+    tokio::task::spawn_blocking(work).await.ok()
 }
 
 /// How long a request waits for room in the body budget before it is
@@ -124,6 +130,11 @@ impl BudgetShare {
 }
 
 impl BudgetShare {
+    /// Bytes this share holds.
+    pub(crate) fn held(&self) -> usize {
+        self.held
+    }
+
     /// Adds `n` bytes to this share if they are free now.
     pub(crate) fn try_take(&mut self, n: usize) -> bool {
         if n == 0 {
@@ -245,6 +256,17 @@ impl AsRef<[u8]> for HeldAnswer {
     fn as_ref(&self) -> &[u8] {
         self.text.as_bytes()
     }
+}
+
+/// `text` as a body that keeps `share` (the request's bytes in the budget)
+/// until the last `Bytes` pointing into it is dropped: a `422` body echoes
+/// parts of its request, and stays counted in the request's place until it
+/// has been written.
+pub(crate) fn held_text(text: String, share: BudgetShare) -> Bytes {
+    Bytes::from_owner(HeldAnswer {
+        text,
+        _share: share,
+    })
 }
 
 /// The body of `candidates`, at most `limit` bytes, its buffer counted in

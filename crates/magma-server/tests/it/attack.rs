@@ -66,28 +66,35 @@ fn largest_answer() -> String {
 }
 
 /// Runs `attack` while `/health` is asked every 20 ms; returns its output
-/// and the slowest `/health`.
+/// and the slowest `/health`. The asking runs on a thread and runtime of
+/// its own, so that the attack's own tasks in this process cannot delay it.
 async fn during<F: Future>(server: &Proc, attack: F) -> (F::Output, Duration) {
     let addr = server.addr;
     let running = Arc::new(AtomicBool::new(true));
     let health = {
         let running = Arc::clone(&running);
-        tokio::spawn(async move {
-            let mut slowest = Duration::ZERO;
-            while running.load(Ordering::Relaxed) {
-                let started = Instant::now();
-                let (_, reply) =
-                    raw_exchange(addr, b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n").await;
-                assert_eq!(reply.status, 200, "{reply:?}");
-                slowest = slowest.max(started.elapsed());
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-            slowest
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            rt.block_on(async move {
+                let mut slowest = Duration::ZERO;
+                while running.load(Ordering::Relaxed) {
+                    let started = Instant::now();
+                    let (_, reply) =
+                        raw_exchange(addr, b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n").await;
+                    assert_eq!(reply.status, 200, "{reply:?}");
+                    slowest = slowest.max(started.elapsed());
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                slowest
+            })
         })
     };
     let out = attack.await;
     running.store(false, Ordering::Relaxed);
-    let slowest = health.await.expect("health task");
+    let slowest = health.join().expect("health thread");
     (out, slowest)
 }
 
@@ -375,6 +382,74 @@ async fn http2_streams_with_big_bodies_share_the_budget() {
         statuses.iter().filter(|s| **s == 503).count()
     );
     check(&mut server, &name, slowest, before);
+    let now = settles(&mut server).await;
+    eprintln!("attack: RSS after: {now} KiB");
+    assert!(now < 128 * 1024, "RSS {now} KiB after the attack");
+}
+
+/// `422` bodies that echo a large part of their request, asked for on many
+/// connections that never read them: each stays counted in the budget in
+/// its request's place until written, so the requests that do not fit get
+/// `503` instead of piling up answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unread_422_bodies_stay_in_the_budget() {
+    let mut server = Proc::start(&[]);
+    let (mib, connections) = if full() { (16, 64) } else { (2, 8) };
+    // `inputs` must be a list: the 422 echoes the whole string.
+    let body = format!(
+        r#"{{"request_id":"e","inputs":"{}"}}"#,
+        "x".repeat(mib * 1024 * 1024 - 40)
+    );
+    let request = format!(
+        "POST /v1/responses HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let request = Bytes::from(request);
+    let before = server.peak_rss_kib();
+    let addr = server.addr;
+    let (held, slowest) = during(&server, async move {
+        let tasks: Vec<_> = (0..connections)
+            .map(|_| {
+                let request = request.clone();
+                tokio::spawn(async move {
+                    let mut stream = TcpStream::connect(addr).await.expect("connect");
+                    // The server may answer 503 before it has read it all.
+                    let _ = stream.write_all(&request).await;
+                    stream
+                })
+            })
+            .collect();
+        let mut held = Vec::new();
+        for t in tasks {
+            held.push(t.await.expect("attack task"));
+        }
+        // Let the server answer them all (its writes then block).
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        held
+    })
+    .await;
+    let line = check(
+        &mut server,
+        &format!("{connections} unread 422 bodies of {mib} MiB"),
+        slowest,
+        before,
+    );
+    let mut statuses = Vec::new();
+    for mut stream in held {
+        let mut head = [0u8; 12];
+        let status = match stream.read_exact(&mut head).await {
+            Ok(_) => String::from_utf8_lossy(&head[9..12]).into_owned(),
+            Err(e) => format!("{e}"),
+        };
+        statuses.push(status);
+    }
+    eprintln!("attack: {line}: {statuses:?}");
+    assert!(
+        statuses.iter().all(|s| s == "422" || s == "503"),
+        "{statuses:?}"
+    );
+    assert!(statuses.iter().any(|s| s == "422"), "{statuses:?}");
     let now = settles(&mut server).await;
     eprintln!("attack: RSS after: {now} KiB");
     assert!(now < 128 * 1024, "RSS {now} KiB after the attack");
