@@ -616,7 +616,7 @@ mod tests {
         }];
         assert_eq!(
             forget_registry_builds(target.path(), &crates).unwrap(),
-            [packaged.clone()]
+            std::slice::from_ref(&packaged)
         );
         assert!(!packaged.exists());
         assert!(workspace.is_dir() && crates_io.is_dir());
