@@ -63,7 +63,7 @@ pub struct ServerArgs {
     #[arg(env = "MAGMA_SERVER_MAX_BODY_BYTES", long, value_name = "N", default_value_t = Config::DEFAULT_MAX_BODY_BYTES)]
     pub max_body_bytes: u64,
 
-    /// Request-body bytes held at once by the whole process (all connections and streams); past it, 503
+    /// Memory budget of the whole process for requests (counted twice: body and parsed) and answers; past it, 503
     #[arg(env = "MAGMA_SERVER_MAX_TOTAL_BODY_BYTES", long, value_name = "N", default_value_t = Config::DEFAULT_MAX_TOTAL_BODY_BYTES)]
     pub max_total_body_bytes: u64,
 
@@ -76,6 +76,11 @@ pub struct ServerArgs {
     #[arg(env = "MAGMA_SERVER_HEADER_TIMEOUT_SECS", long, value_name = "SECS", default_value_t = Config::DEFAULT_HEADER_TIMEOUT.as_secs(),
           value_parser = clap::value_parser!(u64).range(1..))]
     pub header_timeout_secs: u64,
+
+    /// Seconds a client may leave the server's writes blocked (not reading its answer); then the connection is closed
+    #[arg(env = "MAGMA_SERVER_WRITE_TIMEOUT_SECS", long, value_name = "SECS", default_value_t = Config::DEFAULT_WRITE_TIMEOUT.as_secs(),
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub write_timeout_secs: u64,
 
     /// Seconds allowed to receive a request body; 408 when exceeded
     #[arg(env = "MAGMA_SERVER_BODY_TIMEOUT_SECS", long, value_name = "SECS", default_value_t = Config::DEFAULT_BODY_TIMEOUT.as_secs(),
@@ -312,6 +317,7 @@ impl ServerArgs {
         let mut config = Config {
             max_body_bytes: self.max_body_bytes,
             header_timeout: secs(self.header_timeout_secs),
+            write_timeout: secs(self.write_timeout_secs),
             body_timeout: secs(self.body_timeout_secs),
             max_connections: self.max_connections,
             max_concurrent_streams: self.max_concurrent_streams,
@@ -735,6 +741,7 @@ mod tests {
         let d = Config::default();
         assert_eq!(c.max_body_bytes, d.max_body_bytes);
         assert_eq!(c.header_timeout, d.header_timeout);
+        assert_eq!(c.write_timeout, d.write_timeout);
         assert_eq!(c.body_timeout, d.body_timeout);
         assert_eq!(c.max_connections, d.max_connections);
         assert_eq!(c.max_concurrent_inferences, d.max_concurrent_inferences);

@@ -18,8 +18,8 @@ use crate::agent::Agent;
 use crate::coaching::{CoachingContext, OpenError, percent_decode};
 use crate::context::RequestContext;
 use crate::handler::{
-    BoxError, Ids, Reply, Shared, detail, internal_error, json_body, json_response, truncate,
-    within,
+    BoxError, Ids, Reply, Shared, detail, internal_error, invalid, json_body, json_response,
+    truncate, within,
 };
 use crate::limits;
 use crate::unwind::{CatchUnwind, panic_message};
@@ -93,7 +93,7 @@ where
         return Reply::new(no_content());
     }
     // The share of the body budget is held until the request is answered.
-    let (bytes, _share) = match json_body(shared, req).await {
+    let (bytes, share) = match json_body(shared, req).await {
         Ok(read) => read,
         Err(reply) => return reply,
     };
@@ -102,8 +102,7 @@ where
         None => return Reply::new(internal_error()),
         Some(Err(e)) => {
             tracing::debug!(error = %e, "invalid CoachingSessionConfig; answered 422");
-            let body = e.to_fastapi_body().to_json_string();
-            return Reply::new(json_response(StatusCode::UNPROCESSABLE_ENTITY, body));
+            return invalid(e, share).await;
         }
     };
     let opened = shared
@@ -151,7 +150,7 @@ where
     B::Error: Into<BoxError>,
 {
     // The share of the body budget is held until the request is answered.
-    let (bytes, _share) = match json_body(shared, req).await {
+    let (bytes, share) = match json_body(shared, req).await {
         Ok(read) => read,
         Err(reply) => return reply,
     };
@@ -160,8 +159,7 @@ where
         None => return Reply::new(internal_error()),
         Some(Err(e)) => {
             tracing::debug!(error = %e, "invalid SpecializedCoachingRequest; answered 422");
-            let body = e.to_fastapi_body().to_json_string();
-            return Reply::new(json_response(StatusCode::UNPROCESSABLE_ENTITY, body));
+            return invalid(e, share).await;
         }
     };
     let id = truncate(request.request_id().to_owned());

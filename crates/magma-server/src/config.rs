@@ -29,6 +29,11 @@ pub struct Config {
     /// the next request head (default 30 s). The connection is closed when
     /// it runs out; a request being answered is never cut by it.
     pub header_timeout: Duration,
+    /// Time a client may leave the server's writes blocked (default 30 s):
+    /// when the connection's socket accepts no byte of a pending answer for
+    /// this long (a peer that stopped reading, over HTTP/1.1 or HTTP/2,
+    /// plain or TLS), the connection is closed and what it held is freed.
+    pub write_timeout: Duration,
     /// Time allowed to receive a request body once its head arrived
     /// (default 60 s); `408` when it runs out.
     pub body_timeout: Duration,
@@ -55,13 +60,18 @@ pub struct Config {
     /// JSON `detail`. Agents can read it from
     /// [`RequestContext::max_response_bytes`](crate::RequestContext::max_response_bytes).
     pub max_response_bytes: u64,
-    /// Request-body bytes the whole process may hold at once, summed over
-    /// every connection and HTTP/2 stream (default 256 MiB). A body's bytes
-    /// count from their arrival until its request is answered; a request
-    /// whose next bytes would pass the budget waits up to one second for
-    /// others to finish, then gets `503` with a JSON `detail` and
-    /// `Retry-After: 1` (the connection is closed). At least
-    /// [`max_body_bytes`](Config::max_body_bytes).
+    /// The memory budget for requests and answers of the whole process,
+    /// summed over every connection and HTTP/2 stream (default 256 MiB).
+    /// A request body's bytes count from their arrival, twice once the body
+    /// is complete (the parsed request is about as large again), until its
+    /// request is answered; an answer of `POST /v1/responses` counts from
+    /// before the agent runs (its size as
+    /// [`max_response_bytes`](Config::max_response_bytes) estimates it) until
+    /// it has been written to the client. A request that needs bytes the
+    /// budget does not have waits up to one second for others to finish,
+    /// then gets `503` with a JSON `detail` and `Retry-After: 1` (the
+    /// connection is closed when its body was not read to the end). At
+    /// least `2 x max_body_bytes + max_response_bytes`.
     pub max_total_body_bytes: u64,
     /// Coaching sessions open at once, at most (default 1024). A `PUT` of a
     /// new session beyond it is answered `503` with a JSON `detail`.
@@ -101,6 +111,8 @@ impl Config {
     pub const DEFAULT_MAX_BODY_BYTES: u64 = 16 * 1024 * 1024;
     /// Default [`header_timeout`](Config::header_timeout): 30 s.
     pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(30);
+    /// Default [`write_timeout`](Config::write_timeout): 30 s.
+    pub const DEFAULT_WRITE_TIMEOUT: Duration = Duration::from_secs(30);
     /// Default [`body_timeout`](Config::body_timeout): 60 s.
     pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(60);
     /// Default [`max_connections`](Config::max_connections): 512.
@@ -152,8 +164,16 @@ impl Config {
         {
             return bad("max_connections and max_concurrent_inferences must be below 2^61");
         }
-        if self.max_total_body_bytes < self.max_body_bytes {
-            return bad("max_total_body_bytes must be at least max_body_bytes");
+        // One request of the largest size, parsed, and the largest answer
+        // must fit, or such a request could never be served.
+        let one = self
+            .max_body_bytes
+            .saturating_mul(2)
+            .saturating_add(self.max_response_bytes);
+        if self.max_total_body_bytes < one {
+            return bad(
+                "max_total_body_bytes must be at least 2 x max_body_bytes + max_response_bytes",
+            );
         }
         if self.max_total_body_bytes > tokio::sync::Semaphore::MAX_PERMITS as u64 {
             return bad("max_total_body_bytes must be below 2^61");
@@ -168,6 +188,7 @@ impl Config {
             return bad("max_response_bytes must be at least 1024");
         }
         if self.header_timeout.is_zero()
+            || self.write_timeout.is_zero()
             || self.body_timeout.is_zero()
             || self.tls_handshake_timeout.is_zero()
             || self.inference_timeout.is_some_and(|t| t.is_zero())
@@ -188,6 +209,7 @@ impl Default for Config {
         Config {
             max_body_bytes: Config::DEFAULT_MAX_BODY_BYTES,
             header_timeout: Config::DEFAULT_HEADER_TIMEOUT,
+            write_timeout: Config::DEFAULT_WRITE_TIMEOUT,
             body_timeout: Config::DEFAULT_BODY_TIMEOUT,
             max_connections: Config::DEFAULT_MAX_CONNECTIONS,
             max_concurrent_streams: Config::DEFAULT_MAX_CONCURRENT_STREAMS,

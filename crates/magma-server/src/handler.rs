@@ -713,23 +713,7 @@ where
     {
         Ok(read) => read,
         Err(BodyError::TooLarge) => return Err(too_large(limit)),
-        Err(BodyError::OverBudget) => {
-            tracing::warn!(
-                budget = budget.total(),
-                "the request-body budget stayed full; answered 503"
-            );
-            let msg = format!(
-                "Service Unavailable: the server holds its limit of {} bytes of request bodies \
-                 (all clients together); retry later",
-                budget.total()
-            );
-            let mut reply = Reply::new(detail(StatusCode::SERVICE_UNAVAILABLE, &msg)).closing();
-            reply
-                .response
-                .headers_mut()
-                .insert(http::header::RETRY_AFTER, HeaderValue::from_static("1"));
-            return Err(reply);
-        }
+        Err(BodyError::OverBudget) => return Err(over_budget(budget).closing()),
         Err(BodyError::TimedOut) => {
             return Err(Reply::new(detail(
                 StatusCode::REQUEST_TIMEOUT,
@@ -748,7 +732,53 @@ where
     if bytes.is_empty() {
         return Err(Reply::new(missing_body()));
     }
+    // The parsed request is about as large as its body again (the body is
+    // dropped once parsed): its bytes are counted before the parse.
+    let mut share = share;
+    if !share.take(bytes.len()).await {
+        return Err(over_budget(budget));
+    }
     Ok((bytes, share))
+}
+
+/// The `422` of a body that did not validate; its text (which echoes parts
+/// of the request, up to about a whole body) is written, for a long body,
+/// on the blocking pool one at a time with the long parses, so that a long one holds
+/// neither a runtime worker nor more than one core, and keeps the
+/// request's share of the budget until it has been sent.
+pub(crate) async fn invalid(e: magma_protocol::Error, share: limits::BudgetShare) -> Reply {
+    // The share holds the body twice: a long body's `422` may be long.
+    let text = if share.held() < 2 * limits::PARSE_OFF_RUNTIME_BYTES {
+        Some(e.to_fastapi_body().to_json_string())
+    } else {
+        limits::off_runtime(move || e.to_fastapi_body().to_json_string()).await
+    };
+    match text {
+        Some(text) => {
+            let body = limits::held_text(text, share);
+            Reply::new(bytes_response(StatusCode::UNPROCESSABLE_ENTITY, body))
+        }
+        None => Reply::new(internal_error()),
+    }
+}
+
+/// `503` with `Retry-After: 1`: the process-wide budget stayed full.
+pub(crate) fn over_budget(budget: &limits::BodyBudget) -> Reply {
+    tracing::warn!(
+        budget = budget.total(),
+        "the memory budget for requests and answers stayed full; answered 503"
+    );
+    let msg = format!(
+        "Service Unavailable: the server holds its limit of {} bytes of requests and answers \
+         (all clients together); retry later",
+        budget.total()
+    );
+    let mut reply = Reply::new(detail(StatusCode::SERVICE_UNAVAILABLE, &msg));
+    reply
+        .response
+        .headers_mut()
+        .insert(http::header::RETRY_AFTER, HeaderValue::from_static("1"));
+    reply
 }
 
 async fn responses<A, B>(shared: &Shared<A>, req: Request<B>, ids: &Ids) -> Reply
@@ -758,7 +788,7 @@ where
     B::Error: Into<BoxError>,
 {
     // The share of the body budget is held until the request is answered.
-    let (bytes, _share) = match json_body(shared, req).await {
+    let (bytes, share) = match json_body(shared, req).await {
         Ok(read) => read,
         Err(reply) => return reply,
     };
@@ -766,11 +796,11 @@ where
         Some(Ok(request)) => request,
         Some(Err(e)) => {
             tracing::debug!(error = %e, "invalid AgentRequest; answered 422");
-            let body = e.to_fastapi_body().to_json_string();
-            return Reply::new(json_response(StatusCode::UNPROCESSABLE_ENTITY, body));
+            return invalid(e, share).await;
         }
         None => return Reply::new(internal_error()),
     };
+    let _share = share;
     let id = truncate(request.request_id().to_owned());
     ids.set_body(&id);
     let wanted = request.expected_candidates();
@@ -793,6 +823,15 @@ where
     }
     if let Readiness::NotReady(reason) = shared.agent.readiness() {
         return Reply::new(detail(StatusCode::SERVICE_UNAVAILABLE, &reason));
+    }
+    // The answer's bytes come from the same budget: what the answer is
+    // known to need before the agent runs, the rest once it is written.
+    let mut answer_share = shared.body_budget.share();
+    if !answer_share
+        .take(usize::try_from(expected).unwrap_or(usize::MAX))
+        .await
+    {
+        return over_budget(&shared.body_budget);
     }
     if request.inputs().is_empty() {
         // Nothing to ask the agent: a batch model may not expect empty batches.
@@ -867,23 +906,24 @@ where
                     .count() as u64;
                 m.candidates(n as u64 - errors, errors);
             }
-            match limits::write_candidates(response.into_candidates(), shared.max_response_bytes) {
+            let limit = shared.max_response_bytes;
+            match limits::answer_body(response.into_candidates(), limit, answer_share).await {
                 Ok(body) => Reply {
                     candidates: Some(n),
                     ..Reply::new(bytes_response(StatusCode::OK, body))
                 },
-                Err(oversized) => {
+                Err(limits::WriteError::OverBudget) => over_budget(&shared.body_budget),
+                Err(limits::WriteError::Oversized { at_least }) => {
                     shared.failed(Failure::Oversized);
                     tracing::error!(
                         request_id = ?id,
-                        at_least = oversized.at_least,
-                        limit = shared.max_response_bytes,
+                        at_least,
+                        limit,
                         "the agent's answer is larger than the response limit; answered 500"
                     );
                     let msg = format!(
                         "Internal Server Error: the agent's answer is larger than the server's \
-                         response limit of {} bytes (at least {} bytes)",
-                        shared.max_response_bytes, oversized.at_least
+                         response limit of {limit} bytes (at least {at_least} bytes)"
                     );
                     Reply::new(detail(StatusCode::INTERNAL_SERVER_ERROR, &msg))
                 }

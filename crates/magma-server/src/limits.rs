@@ -35,7 +35,7 @@ pub(crate) fn expected_answer_bytes(request: &AgentRequest) -> u128 {
 /// Bodies at least this long are parsed on tokio's blocking pool: reading a
 /// hostile 16 MiB document takes seconds of CPU, which on a runtime worker
 /// would delay every other connection of that worker (`/health` included).
-const PARSE_OFF_RUNTIME_BYTES: usize = 256 * 1024;
+pub(crate) const PARSE_OFF_RUNTIME_BYTES: usize = 256 * 1024;
 
 /// `parse(&bytes)`, on the blocking pool when `bytes` is long, one such
 /// parse at a time; the bytes are dropped as soon as it returns. `None` if
@@ -47,13 +47,19 @@ pub(crate) async fn parse_body<T: Send + 'static>(
     if bytes.len() < PARSE_OFF_RUNTIME_BYTES {
         return Some(parse(&bytes));
     }
-    // One long parse at a time in the process: however many arrive at
-    // once, they hold one core, and the runtime's workers keep the others.
-    static LONG_PARSES: Semaphore = Semaphore::const_new(1);
-    let _turn = LONG_PARSES.acquire().await.ok()?;
-    tokio::task::spawn_blocking(move || parse(&bytes))
-        .await
-        .ok()
+    off_runtime(move || parse(&bytes)).await
+}
+
+/// `work` on tokio's blocking pool, one such job at a time in the process
+/// (long parses and long `422` bodies): however many arrive at once, they
+/// hold one core, and the runtime's workers keep the others. `None` if
+/// `work` panicked.
+pub(crate) async fn off_runtime<T: Send + 'static>(
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Option<T> {
+    static LONG_JOBS: Semaphore = Semaphore::const_new(1);
+    let _turn = LONG_JOBS.acquire().await.ok()?;
+    tokio::task::spawn_blocking(work).await.ok()
 }
 
 /// How long a request waits for room in the body budget before it is
@@ -123,65 +129,169 @@ impl BudgetShare {
     }
 }
 
+impl BudgetShare {
+    /// Bytes this share holds.
+    pub(crate) fn held(&self) -> usize {
+        self.held
+    }
+
+    /// Adds `n` bytes to this share if they are free now.
+    pub(crate) fn try_take(&mut self, n: usize) -> bool {
+        if n == 0 {
+            return true;
+        }
+        let Ok(n32) = u32::try_from(n) else {
+            return false;
+        };
+        match self.bytes.try_acquire_many(n32) {
+            Ok(permit) => {
+                permit.forget();
+                self.held += n;
+                true
+            }
+            Err(_) => false,
+        }
+    }
+}
+
 impl Drop for BudgetShare {
     fn drop(&mut self) {
         self.bytes.add_permits(self.held);
     }
 }
 
-/// An answer longer than the limit: how much of it was written when
-/// writing stopped.
+/// Why an answer was not written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Oversized {
-    /// Bytes of the answer, at least.
-    pub(crate) at_least: u64,
+pub(crate) enum WriteError {
+    /// Longer than the limit: at least this many bytes.
+    Oversized { at_least: u64 },
+    /// The budget had no room for the text.
+    OverBudget,
+}
+
+/// The buffer [`write_candidates`] starts with for `candidates`: their
+/// length as they estimate it, a little slack for escapes the estimate does
+/// not count, never more than the limit allows.
+fn answer_capacity(candidates: &[AgentOutput], limit: usize) -> usize {
+    let hint = candidates
+        .iter()
+        .map(|c| c.json_len_hint().saturating_add(1))
+        .fold(2usize, usize::saturating_add);
+    hint.saturating_add(hint / 16).min(limit.saturating_add(1))
 }
 
 /// The compact JSON array of `candidates`, written one candidate at a time
 /// into one buffer: each candidate is dropped as soon as it is written, so
 /// the answer is held about once (candidates not yet written plus the text
 /// of those written), and writing stops as soon as the text passes `limit`.
+/// `grow(n)` is asked before the buffer's capacity passes `n` bytes
+/// (`false`: no room, [`WriteError::OverBudget`]).
 ///
 /// The bytes are those of [`AgentResponse::to_json_string`](magma_protocol::AgentResponse::to_json_string).
-pub(crate) fn write_candidates(
+fn write_candidates_with(
     candidates: Vec<AgentOutput>,
-    limit: u64,
-) -> Result<Bytes, Oversized> {
-    let limit = usize::try_from(limit).unwrap_or(usize::MAX);
-    let hint = candidates
-        .iter()
-        .map(|c| c.json_len_hint().saturating_add(1))
-        .fold(2usize, usize::saturating_add);
-    // A little slack for escapes the hint does not count; never more than
-    // the limit allows.
-    let mut out =
-        String::with_capacity(hint.saturating_add(hint / 16).min(limit.saturating_add(1)));
+    limit: usize,
+    capacity: usize,
+    grow: &mut dyn FnMut(usize) -> bool,
+) -> Result<String, WriteError> {
+    let oversized = |at_least: usize| WriteError::Oversized {
+        at_least: at_least as u64,
+    };
+    let mut out = String::with_capacity(capacity);
+    let mut allowed = out.capacity();
     out.push('[');
     for (i, candidate) in candidates.into_iter().enumerate() {
         if i > 0 {
             out.push(',');
         }
+        let hint = candidate.json_len_hint();
         // One huge candidate is refused before it is copied.
-        if out.len().saturating_add(candidate.json_len_hint()) > limit.saturating_add(limit / 16) {
-            return Err(Oversized {
-                at_least: (out.len() + candidate.json_len_hint()) as u64,
-            });
+        if out.len().saturating_add(hint) > limit.saturating_add(limit / 16) {
+            return Err(oversized(out.len() + hint));
+        }
+        // Room for the candidate (what an estimate below the truth adds
+        // is checked once written).
+        let needed = out.len().saturating_add(hint).saturating_add(hint / 16);
+        if needed > allowed {
+            if !grow(needed.max(allowed.saturating_mul(2))) {
+                return Err(WriteError::OverBudget);
+            }
+            allowed = needed.max(allowed.saturating_mul(2));
+            out.reserve(allowed - out.len());
         }
         candidate.write_json_to(&mut out);
         drop(candidate);
         if out.len() > limit {
-            return Err(Oversized {
-                at_least: out.len() as u64,
-            });
+            return Err(oversized(out.len()));
+        }
+        if out.capacity() > allowed {
+            if !grow(out.capacity()) {
+                return Err(WriteError::OverBudget);
+            }
+            allowed = out.capacity();
         }
     }
     out.push(']');
     if out.len() > limit {
-        return Err(Oversized {
-            at_least: out.len() as u64,
-        });
+        return Err(oversized(out.len()));
     }
-    Ok(Bytes::from(out))
+    Ok(out)
+}
+
+/// [`write_candidates_with`] without a budget.
+#[cfg(test)]
+fn write_candidates(candidates: Vec<AgentOutput>, limit: u64) -> Result<String, WriteError> {
+    let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+    let capacity = answer_capacity(&candidates, limit);
+    write_candidates_with(candidates, limit, capacity, &mut |_| true)
+}
+
+/// An answer's text and its share of the budget, freed together.
+struct HeldAnswer {
+    text: String,
+    _share: BudgetShare,
+}
+
+impl AsRef<[u8]> for HeldAnswer {
+    fn as_ref(&self) -> &[u8] {
+        self.text.as_bytes()
+    }
+}
+
+/// `text` as a body that keeps `share` (the request's bytes in the budget)
+/// until the last `Bytes` pointing into it is dropped: a `422` body echoes
+/// parts of its request, and stays counted in the request's place until it
+/// has been written.
+pub(crate) fn held_text(text: String, share: BudgetShare) -> Bytes {
+    Bytes::from_owner(HeldAnswer {
+        text,
+        _share: share,
+    })
+}
+
+/// The body of `candidates`, at most `limit` bytes, its buffer counted in
+/// the budget through `share` (which may already hold a reservation for
+/// it): the buffer's first size is taken before writing (waiting up to
+/// [`BUDGET_WAIT`]), any growth while writing without waiting. The bytes
+/// stay counted until the last `Bytes` pointing into them is dropped:
+/// after hyper has written them, or dropped them with their connection.
+pub(crate) async fn answer_body(
+    candidates: Vec<AgentOutput>,
+    limit: u64,
+    mut share: BudgetShare,
+) -> Result<Bytes, WriteError> {
+    let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+    let capacity = answer_capacity(&candidates, limit);
+    if !share.take(capacity.saturating_sub(share.held)).await {
+        return Err(WriteError::OverBudget);
+    }
+    let text = write_candidates_with(candidates, limit, capacity, &mut |n| {
+        share.try_take(n.saturating_sub(share.held))
+    })?;
+    Ok(Bytes::from_owner(HeldAnswer {
+        text,
+        _share: share,
+    }))
 }
 
 #[cfg(test)]
@@ -207,7 +317,7 @@ mod tests {
             let (request, candidates) = answer(memory, n);
             let whole = AgentResponse::new(candidates.clone()).to_json_string();
             let written = write_candidates(candidates, 1 << 20).unwrap();
-            assert_eq!(written, whole.as_bytes());
+            assert_eq!(written, whole);
             let expected = expected_answer_bytes(&request);
             assert!(
                 expected <= whole.len() as u128,
@@ -220,7 +330,7 @@ mod tests {
                 whole.len()
             );
         }
-        assert_eq!(write_candidates(Vec::new(), 1024).unwrap(), "[]".as_bytes());
+        assert_eq!(write_candidates(Vec::new(), 1024).unwrap(), "[]");
     }
 
     #[test]
@@ -231,9 +341,13 @@ mod tests {
             .to_json_string()
             .len() as u64;
         assert!(write_candidates(candidates.clone(), whole).is_ok());
+        let at_least = |err| match err {
+            WriteError::Oversized { at_least } => at_least,
+            WriteError::OverBudget => panic!("no budget here"),
+        };
         let err = write_candidates(candidates.clone(), whole - 1).unwrap_err();
-        assert!(err.at_least >= whole - 1, "{err:?}");
+        assert!(at_least(err) >= whole - 1, "{err:?}");
         let err = write_candidates(candidates, 50_000).unwrap_err();
-        assert!((50_000..70_000).contains(&err.at_least), "{err:?}");
+        assert!((50_000..70_000).contains(&at_least(err)), "{err:?}");
     }
 }

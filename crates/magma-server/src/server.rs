@@ -26,6 +26,16 @@ use crate::handler::{Shared, handle};
 
 /// HTTP/2 keep-alive ping interval, and how long to wait for the answer.
 const H2_KEEP_ALIVE: Duration = Duration::from_secs(20);
+/// Largest HTTP/1.1 read buffer of a connection, so the longest request
+/// head (hyper answers `431` past it): hyper's default (about 400 kB) made
+/// 512 unfinished heads cost 200 MiB; at 64 KiB they cost 32 MiB. Bodies
+/// are read through it in pieces of at most this size.
+pub(crate) const MAX_HEAD_BYTES: usize = 64 * 1024;
+/// HTTP/2 flow-control windows, per stream and per connection: what a peer
+/// may send before the handler reads it (and counts it against the body
+/// budget). hyper's default (1 MiB per connection) made 512 connections
+/// able to park 512 MiB outside the budget.
+pub(crate) const H2_WINDOW: u32 = 128 * 1024;
 /// Pause after an accept error that is not about one connection (e.g. out
 /// of file descriptors), so the loop does not spin.
 const ACCEPT_BACKOFF: Duration = Duration::from_secs(1);
@@ -164,6 +174,7 @@ impl Server {
                 builder: Arc::clone(&builder),
                 peer,
                 header_timeout: config.header_timeout,
+                write_timeout: config.write_timeout,
                 stop: stop_rx.clone(),
                 _permit: permit,
             };
@@ -221,7 +232,11 @@ fn http_builder(config: &Config) -> auto::Builder<TokioExecutor> {
     let mut builder = auto::Builder::new(TokioExecutor::new());
     // The header timeout is the connection's idle timer (`serve_io`), armed
     // once per timeout period rather than once per request as hyper's is.
-    builder.http1().header_read_timeout(None).keep_alive(true);
+    builder
+        .http1()
+        .header_read_timeout(None)
+        .keep_alive(true)
+        .max_buf_size(MAX_HEAD_BYTES);
     // HTTP/2: at most `max_concurrent_streams` requests (and so bodies) at
     // once per connection, as HTTP/1.1 has one; the idle timer closes it as
     // it closes an HTTP/1.1 connection.
@@ -229,6 +244,8 @@ fn http_builder(config: &Config) -> auto::Builder<TokioExecutor> {
         .http2()
         .timer(TokioTimer::new())
         .max_concurrent_streams(config.max_concurrent_streams)
+        .initial_stream_window_size(H2_WINDOW)
+        .initial_connection_window_size(H2_WINDOW)
         .keep_alive_interval(H2_KEEP_ALIVE)
         .keep_alive_timeout(H2_KEEP_ALIVE);
     builder
@@ -256,6 +273,7 @@ struct Conn<A> {
     builder: Arc<auto::Builder<TokioExecutor>>,
     peer: SocketAddr,
     header_timeout: Duration,
+    write_timeout: Duration,
     stop: watch::Receiver<bool>,
     /// Held until the connection closes: counts it against
     /// `max_connections`.
@@ -270,6 +288,7 @@ impl<A: Agent> Conn<A> {
         stream: TcpStream,
         timeout: Duration,
     ) {
+        let stream = WriteTimeout::new(stream, self.write_timeout);
         let handshake = tokio::time::timeout(timeout, acceptor.accept(stream));
         let tls = tokio::select! {
             result = handshake => match result {
@@ -289,6 +308,7 @@ impl<A: Agent> Conn<A> {
     }
 
     async fn serve(self, stream: TcpStream) {
+        let stream = WriteTimeout::new(stream, self.write_timeout);
         self.serve_io(stream).await;
     }
 
@@ -301,6 +321,7 @@ impl<A: Agent> Conn<A> {
             builder,
             peer,
             header_timeout,
+            write_timeout: _,
             stop,
             _permit,
         } = self;
@@ -493,5 +514,99 @@ impl Drop for Answering<'_> {
     fn drop(&mut self) {
         self.0.last.store(self.0.since_opened(), Ordering::Relaxed);
         self.0.answering.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// A connection's socket whose writes fail (`TimedOut`) when they make no
+/// progress for `limit`: a peer that stops reading its answers (its
+/// receive window full) costs its connection, over HTTP/1.1 and HTTP/2
+/// alike. The timer exists only while a write is blocked.
+struct WriteTimeout<I> {
+    io: I,
+    limit: Duration,
+    stalled: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl<I> WriteTimeout<I> {
+    fn new(io: I, limit: Duration) -> WriteTimeout<I> {
+        WriteTimeout {
+            io,
+            limit,
+            stalled: None,
+        }
+    }
+
+    /// What a write's `result` means with the timer: progress disarms it,
+    /// a block arms it (once per stall), and a block past it is an error.
+    fn check<T>(
+        &mut self,
+        cx: &mut Context<'_>,
+        result: Poll<std::io::Result<T>>,
+    ) -> Poll<std::io::Result<T>> {
+        if result.is_ready() {
+            self.stalled = None;
+            return result;
+        }
+        let limit = self.limit;
+        let timer = self.stalled.get_or_insert_with(|| {
+            let deadline = Instant::now().checked_add(limit).unwrap_or_else(far_future);
+            Box::pin(tokio::time::sleep_until(deadline))
+        });
+        match timer.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "the peer did not read for the write timeout",
+            ))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+/// About thirty years from now: a deadline that never comes.
+fn far_future() -> Instant {
+    Instant::now() + Duration::from_secs(86_400 * 365 * 30)
+}
+
+impl<I: AsyncRead + Unpin> AsyncRead for WriteTimeout<I> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_read(cx, buf)
+    }
+}
+
+impl<I: AsyncWrite + Unpin> AsyncWrite for WriteTimeout<I> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let result = Pin::new(&mut self.io).poll_write(cx, buf);
+        self.check(cx, result)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        let result = Pin::new(&mut self.io).poll_write_vectored(cx, bufs);
+        self.check(cx, result)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        let result = Pin::new(&mut self.io).poll_flush(cx);
+        self.check(cx, result)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        let result = Pin::new(&mut self.io).poll_shutdown(cx);
+        self.check(cx, result)
     }
 }

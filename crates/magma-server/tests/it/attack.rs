@@ -10,15 +10,20 @@
 
 #![allow(clippy::print_stderr)] // the suite reports what it measured
 
+use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::Method;
+use http_body_util::Full;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
 
 use crate::hostile::binary_process::Proc;
-use crate::support::{raw_exchange, send, user_request};
+use crate::support::{raw_exchange, read, send, user_request};
 
 /// The resident-memory ceiling of the acceptance, in KiB.
 const CEILING_KIB: u64 = 512 * 1024;
@@ -60,50 +65,90 @@ fn largest_answer() -> String {
     )
 }
 
+/// Runs `attack` while `/health` is asked every 20 ms; returns its output
+/// and the slowest `/health`. The asking runs on a thread and runtime of
+/// its own, so that the attack's own tasks in this process cannot delay it.
+async fn during<F: Future>(server: &Proc, attack: F) -> (F::Output, Duration) {
+    let addr = server.addr;
+    let running = Arc::new(AtomicBool::new(true));
+    let health = {
+        let running = Arc::clone(&running);
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            rt.block_on(async move {
+                let mut slowest = Duration::ZERO;
+                while running.load(Ordering::Relaxed) {
+                    let started = Instant::now();
+                    let (_, reply) =
+                        raw_exchange(addr, b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n").await;
+                    assert_eq!(reply.status, 200, "{reply:?}");
+                    slowest = slowest.max(started.elapsed());
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                slowest
+            })
+        })
+    };
+    let out = attack.await;
+    running.store(false, Ordering::Relaxed);
+    let slowest = health.join().expect("health thread");
+    (out, slowest)
+}
+
+/// `POST /v1/responses` of `body` on a connection of its own; the answer is
+/// read and thrown away as it arrives (the attacker holds nothing).
+/// Returns the status and the length of the answer's body.
+async fn post_discarding(addr: std::net::SocketAddr, body: Bytes) -> (u16, u64) {
+    let mut stream = TcpStream::connect(addr).await.expect("connect");
+    let head = format!(
+        "POST /v1/responses HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+         Connection: close\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    // The server may answer (503, 413) before it has read the whole body.
+    let _ = stream.write_all(head.as_bytes()).await;
+    let _ = stream.write_all(&body).await;
+    let mut first = Vec::new();
+    let mut chunk = vec![0u8; 64 * 1024];
+    let mut total = 0u64;
+    loop {
+        let n = stream.read(&mut chunk).await.unwrap_or(0);
+        if n == 0 {
+            break;
+        }
+        if first.len() < 4096 {
+            first.extend_from_slice(&chunk[..n.min(4096)]);
+        }
+        total += n as u64;
+    }
+    let text = String::from_utf8_lossy(&first);
+    let status = text
+        .get(9..12)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no HTTP answer: {text:?}"));
+    let head_len = text.find("\r\n\r\n").map_or(0, |at| at + 4) as u64;
+    (status, total.saturating_sub(head_len))
+}
+
 /// Sends `body` `copies` times at once while `/health` is asked every
 /// 20 ms; returns the statuses and the slowest `/health`.
 async fn replay(server: &Proc, body: String, copies: usize) -> (Vec<u16>, Duration) {
     let addr = server.addr;
     let body = Bytes::from(body);
-    let running = Arc::new(AtomicBool::new(true));
-    let health = {
-        let running = Arc::clone(&running);
-        tokio::spawn(async move {
-            let mut slowest = Duration::ZERO;
-            while running.load(Ordering::Relaxed) {
-                let started = Instant::now();
-                let (_, reply) =
-                    raw_exchange(addr, b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n").await;
-                assert_eq!(reply.status, 200, "{reply:?}");
-                slowest = slowest.max(started.elapsed());
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-            slowest
-        })
-    };
-    let attacks: Vec<_> = (0..copies)
-        .map(|_| {
-            let body = body.clone();
-            tokio::spawn(async move {
-                let reply = send(
-                    addr,
-                    Method::POST,
-                    "/v1/responses",
-                    &[("content-type", "application/json")],
-                    body,
-                )
-                .await;
-                reply.status.as_u16()
-            })
-        })
-        .collect();
-    let mut statuses = Vec::new();
-    for a in attacks {
-        statuses.push(a.await.expect("attack task"));
-    }
-    running.store(false, Ordering::Relaxed);
-    let slowest = health.await.expect("health task");
-    (statuses, slowest)
+    during(server, async move {
+        let attacks: Vec<_> = (0..copies)
+            .map(|_| tokio::spawn(post_discarding(addr, body.clone())))
+            .collect();
+        let mut statuses = Vec::new();
+        for a in attacks {
+            statuses.push(a.await.expect("attack task").0);
+        }
+        statuses
+    })
+    .await
 }
 
 /// Acceptance of issue 20, for the attacks that grow with one request:
@@ -178,4 +223,234 @@ async fn attacks_at_default_flags_stay_within_the_budget() {
         report.join("\n  ")
     );
     assert!(now < 128 * 1024, "RSS {now} KiB after the attacks");
+}
+
+/// Peak and current resident memory after an attack, checked against the
+/// ceiling; the line is printed and returned.
+fn check(server: &mut Proc, name: &str, slowest: Duration, before: u64) -> String {
+    assert!(server.is_running(), "{name}: the server died");
+    let peak = server.peak_rss_kib();
+    let line = format!(
+        "{name}: slowest /health {slowest:?}, peak RSS {before} -> {peak} KiB, now {} KiB",
+        server.rss_kib()
+    );
+    eprintln!("attack: {line}");
+    let health_limit = Duration::from_millis(if full() { 100 } else { 1000 });
+    assert!(slowest <= health_limit, "{name}: /health took {slowest:?}");
+    assert!(peak < CEILING_KIB, "{name}: peak RSS {peak} KiB");
+    line
+}
+
+/// Waits up to a minute (5 s in the short form) for the resident memory
+/// to fall below 128 MiB; returns it.
+async fn settles(server: &mut Proc) -> u64 {
+    let settle = if full() { 60 } else { 5 };
+    let mut now = server.rss_kib();
+    for _ in 0..settle {
+        if now < 128 * 1024 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        now = server.rss_kib();
+    }
+    now
+}
+
+/// Many of the largest honest answers at once: `--max-concurrent-inferences`
+/// (64) requests, each answered with 15 MiB. Answers take their bytes from
+/// the process-wide budget, so those that do not fit get `503` and the
+/// peak stays under the ceiling; those that fit are whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_largest_answers_at_once_share_the_budget() {
+    let mut server = Proc::start(&[]);
+    let copies = if full() { 64 } else { 6 };
+    let body = Bytes::from(largest_answer());
+    let before = server.peak_rss_kib();
+    let addr = server.addr;
+    let (answers, slowest) = during(&server, async move {
+        let tasks: Vec<_> = (0..copies)
+            .map(|_| tokio::spawn(post_discarding(addr, body.clone())))
+            .collect();
+        let mut answers = Vec::new();
+        for t in tasks {
+            answers.push(t.await.expect("attack task"));
+        }
+        answers
+    })
+    .await;
+    let ok = answers.iter().filter(|(s, _)| *s == 200).count();
+    for (status, len) in &answers {
+        match status {
+            200 => assert!(*len > 15_700_000, "a short answer: {len} bytes"),
+            503 => {}
+            other => panic!("status {other}: {answers:?}"),
+        }
+    }
+    assert!(ok >= 1, "no answer fit: {answers:?}");
+    let name = format!("{copies} largest answers at once ({ok} x 200, the rest 503)");
+    check(&mut server, &name, slowest, before);
+    let now = settles(&mut server).await;
+    eprintln!("attack: RSS after: {now} KiB");
+    assert!(now < 128 * 1024, "RSS {now} KiB after the attack");
+}
+
+/// Unfinished request heads from as many connections as the server takes
+/// (but a few kept for `/health`): each head as long as the read buffer
+/// allows, never finished. A head longer than that is refused with `431`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unfinished_heads_from_many_connections_cost_little() {
+    let mut server = Proc::start(&[]);
+    let connections = if full() { 500 } else { 100 };
+    // 60 lines of 1000 bytes: 60 kB, under the 64 KiB head limit.
+    let line = format!("X-Pad: {}\r\n", "p".repeat(990));
+    let head = format!(
+        "POST /v1/responses HTTP/1.1\r\nHost: x\r\n{}",
+        line.repeat(60)
+    );
+    let before = server.peak_rss_kib();
+    let addr = server.addr;
+    let (held, slowest) = during(&server, async {
+        let mut held = Vec::new();
+        for _ in 0..connections {
+            let mut stream = TcpStream::connect(addr).await.expect("connect");
+            stream.write_all(head.as_bytes()).await.expect("write");
+            held.push(stream);
+        }
+        // Let the server read them all.
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        held
+    })
+    .await;
+    let name = format!("{connections} unfinished 60 kB heads");
+    check(&mut server, &name, slowest, before);
+    drop(held);
+    // Longer than the limit: 431.
+    let long = format!("{}{}\r\n", head, line.repeat(10));
+    let (_, reply) = raw_exchange(addr, long.as_bytes()).await;
+    assert_eq!(reply.status, 431, "{reply:?}");
+    let now = settles(&mut server).await;
+    eprintln!("attack: RSS after: {now} KiB");
+    assert!(now < 128 * 1024, "RSS {now} KiB after the attack");
+}
+
+/// HTTP/2 connections each with `--max-concurrent-streams` (16) streams of
+/// the largest body: every stream's bytes come from the one budget, so the
+/// server answers each (`422`: the answer would pass the response limit,
+/// or `503`: the budget stayed full) and its peak stays under the ceiling.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http2_streams_with_big_bodies_share_the_budget() {
+    let mut server = Proc::start(&[]);
+    let (mib, conns, streams) = if full() { (16, 4, 16) } else { (2, 2, 4) };
+    let body =
+        Bytes::from(amplification(mib).replace(r#""num_outputs":1024"#, r#""num_outputs":16"#));
+    let before = server.peak_rss_kib();
+    let addr = server.addr;
+    let (statuses, slowest) = during(&server, async move {
+        let mut tasks = Vec::new();
+        for _ in 0..conns {
+            let h2 = crate::support::h2_connect(addr).await;
+            for _ in 0..streams {
+                let mut h2 = h2.clone();
+                let body = body.clone();
+                tasks.push(tokio::spawn(async move {
+                    let req = http::Request::post(format!("http://{addr}/v1/responses"))
+                        .header("content-type", "application/json")
+                        .body(Full::new(body))
+                        .expect("request");
+                    match h2.send_request(req).await {
+                        Ok(resp) => read(resp).await.status.as_u16(),
+                        // A stream the server reset once it had answered.
+                        Err(e) => panic!("stream failed: {e}"),
+                    }
+                }));
+            }
+        }
+        let mut statuses = Vec::new();
+        for t in tasks {
+            statuses.push(t.await.expect("stream task"));
+        }
+        statuses
+    })
+    .await;
+    assert!(
+        statuses.iter().all(|s| *s == 422 || *s == 503),
+        "{statuses:?}"
+    );
+    let name = format!(
+        "HTTP/2: {conns} connections x {streams} streams of {mib} MiB ({} x 422, {} x 503)",
+        statuses.iter().filter(|s| **s == 422).count(),
+        statuses.iter().filter(|s| **s == 503).count()
+    );
+    check(&mut server, &name, slowest, before);
+    let now = settles(&mut server).await;
+    eprintln!("attack: RSS after: {now} KiB");
+    assert!(now < 128 * 1024, "RSS {now} KiB after the attack");
+}
+
+/// `422` bodies that echo a large part of their request, asked for on many
+/// connections that never read them: each stays counted in the budget in
+/// its request's place until written, so the requests that do not fit get
+/// `503` instead of piling up answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unread_422_bodies_stay_in_the_budget() {
+    let mut server = Proc::start(&[]);
+    let (mib, connections) = if full() { (16, 64) } else { (2, 8) };
+    // `inputs` must be a list: the 422 echoes the whole string.
+    let body = format!(
+        r#"{{"request_id":"e","inputs":"{}"}}"#,
+        "x".repeat(mib * 1024 * 1024 - 40)
+    );
+    let request = format!(
+        "POST /v1/responses HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let request = Bytes::from(request);
+    let before = server.peak_rss_kib();
+    let addr = server.addr;
+    let (held, slowest) = during(&server, async move {
+        let tasks: Vec<_> = (0..connections)
+            .map(|_| {
+                let request = request.clone();
+                tokio::spawn(async move {
+                    let mut stream = TcpStream::connect(addr).await.expect("connect");
+                    // The server may answer 503 before it has read it all.
+                    let _ = stream.write_all(&request).await;
+                    stream
+                })
+            })
+            .collect();
+        let mut held = Vec::new();
+        for t in tasks {
+            held.push(t.await.expect("attack task"));
+        }
+        // Let the server answer them all (its writes then block).
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        held
+    })
+    .await;
+    let line = check(
+        &mut server,
+        &format!("{connections} unread 422 bodies of {mib} MiB"),
+        slowest,
+        before,
+    );
+    let mut statuses = Vec::new();
+    for mut stream in held {
+        let mut head = [0u8; 12];
+        let status = match stream.read_exact(&mut head).await {
+            Ok(_) => String::from_utf8_lossy(&head[9..12]).into_owned(),
+            Err(e) => format!("{e}"),
+        };
+        statuses.push(status);
+    }
+    eprintln!("attack: {line}: {statuses:?}");
+    assert!(
+        statuses.iter().all(|s| s == "422" || s == "503"),
+        "{statuses:?}"
+    );
+    assert!(statuses.iter().any(|s| s == "422"), "{statuses:?}");
+    let now = settles(&mut server).await;
+    eprintln!("attack: RSS after: {now} KiB");
+    assert!(now < 128 * 1024, "RSS {now} KiB after the attack");
 }

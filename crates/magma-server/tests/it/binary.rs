@@ -145,6 +145,7 @@ fn help_documents_every_flag() {
         "--listen",
         "--max-body-bytes",
         "--header-timeout-secs",
+        "--write-timeout-secs",
         "--body-timeout-secs",
         "--max-connections",
         "--max-concurrent-inferences",

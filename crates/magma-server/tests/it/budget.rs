@@ -7,7 +7,7 @@ use magma_server::{
     Agent, AgentDecision, AgentInfo, AgentInput, Candidate, Config, Json, Rejection, RequestContext,
 };
 
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::support::{
@@ -279,15 +279,17 @@ async fn x_request_id_is_always_present() {
     assert_eq!(reply.header("x-request-id"), Some("a%0Ab%20%C3%A9"));
 }
 
-/// The request-body budget is shared by all connections: while one client
-/// holds most of it with an unfinished body, another client's body that
-/// does not fit waits, then gets 503 with `Retry-After`; once the first
-/// request is answered, its bytes are given back.
+/// The budget is shared by all connections: while one client holds part
+/// of it with an unfinished body, another client's request, whose body,
+/// parsed request and answer do not fit beside it, waits, then gets 503
+/// with `Retry-After`; once the first request is answered, its bytes are
+/// given back.
 #[tokio::test]
 async fn bodies_of_all_connections_share_one_budget() {
     let mut c = Config::default();
     c.max_body_bytes = 64 * 1024;
-    c.max_total_body_bytes = 100_000;
+    c.max_response_bytes = 64 * 1024;
+    c.max_total_body_bytes = 200_000;
     let server = TestServer::with_config(DemoAgent::new(), c).await;
     let body = user_request("big", &"x".repeat(59_000), 1);
     let head = |len: usize| {
@@ -322,7 +324,7 @@ async fn bodies_of_all_connections_share_one_budget() {
     assert!(
         refused
             .body
-            .contains("limit of 100000 bytes of request bodies"),
+            .contains("limit of 200000 bytes of requests and answers"),
         "{refused:?}"
     );
     assert!(
@@ -344,7 +346,8 @@ async fn bodies_of_all_connections_share_one_budget() {
 async fn http2_streams_count_against_the_same_budget() {
     let mut c = Config::default();
     c.max_body_bytes = 64 * 1024;
-    c.max_total_body_bytes = 100_000;
+    c.max_response_bytes = 64 * 1024;
+    c.max_total_body_bytes = 200_000;
     let server = TestServer::with_config(DemoAgent::new(), c).await;
     let body = user_request("big", &"x".repeat(59_000), 1);
     // An HTTP/2 stream holding all of its body but the last byte.
@@ -460,4 +463,59 @@ async fn an_http2_peer_with_a_shut_window_is_dropped() {
         .ok();
     let reply = server.get("/health").await;
     assert_eq!(reply.status, 200);
+}
+
+/// A client that asks for a large answer and then stops reading is
+/// dropped after the write timeout (its answer freed), and the server
+/// keeps serving.
+#[tokio::test]
+async fn a_peer_that_stops_reading_is_dropped_after_the_write_timeout() {
+    let mut c = Config::default();
+    c.write_timeout = std::time::Duration::from_secs(1);
+    let server = TestServer::with_config(DemoAgent::new(), c).await;
+    // 15 candidates of 1 MiB memory: a 15 MiB answer, more than the
+    // loopback socket buffers take without the client reading.
+    let body = request_with_memory("stall", 1024 * 1024 - 200, 15);
+    let head = format!(
+        "POST /v1/responses HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\n\r\n",
+        body.len()
+    );
+    let mut stalled = TcpStream::connect(server.addr).await.expect("connect");
+    stalled.write_all(head.as_bytes()).await.expect("write");
+    stalled.write_all(body.as_bytes()).await.expect("write");
+    // Not reading for well over the write timeout.
+    tokio::time::sleep(std::time::Duration::from_secs(4)).await;
+    let (_, reply) = raw_exchange(server.addr, b"GET /health HTTP/1.1\r\nHost: t\r\n\r\n").await;
+    assert_eq!(reply.status, 200);
+    // Now read: the answer stops short of its length, the connection cut.
+    let mut got = Vec::new();
+    let read = within("the cut connection's end", async {
+        let mut chunk = vec![0u8; 1 << 16];
+        loop {
+            match stalled.read(&mut chunk).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => got.extend_from_slice(&chunk[..n]),
+            }
+        }
+    });
+    read.await;
+    let text = String::from_utf8_lossy(&got[..got.len().min(4096)]).into_owned();
+    assert!(text.starts_with("HTTP/1.1 200"), "{text:?}");
+    let length: usize = text
+        .lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("content-length: ")
+                .map(str::to_owned)
+        })
+        .expect("content-length")
+        .trim()
+        .parse()
+        .expect("a number");
+    let head_len = text.find("\r\n\r\n").expect("end of head") + 4;
+    assert!(
+        got.len() - head_len < length,
+        "the whole answer ({length} bytes) arrived although the client did not read"
+    );
 }
