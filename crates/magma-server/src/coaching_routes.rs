@@ -18,8 +18,8 @@ use crate::agent::Agent;
 use crate::coaching::{CoachingContext, OpenError, percent_decode};
 use crate::context::RequestContext;
 use crate::handler::{
-    BoxError, Ids, Reply, Shared, detail, internal_error, invalid, json_body, json_response,
-    truncate, within,
+    BoxError, Ids, Reply, Shared, bytes_response, detail, internal_error, invalid, json_body,
+    over_budget, truncate, within,
 };
 use crate::limits;
 use crate::unwind::{CatchUnwind, panic_message};
@@ -150,7 +150,7 @@ where
     B::Error: Into<BoxError>,
 {
     // The share of the body budget is held until the request is answered.
-    let (bytes, share) = match json_body(shared, req).await {
+    let (bytes, mut share) = match json_body(shared, req).await {
         Ok(read) => read,
         Err(reply) => return reply,
     };
@@ -223,7 +223,17 @@ where
         );
         return Reply::new(detail(StatusCode::INTERNAL_SERVER_ERROR, &msg));
     }
-    Reply::new(json_response(StatusCode::OK, body))
+    // The answer's text joins the request's share of the memory budget and
+    // stays counted until hyper has written it (or dropped it with its
+    // connection), as an inference answer does.
+    drop(request);
+    if !share.take(body.len()).await {
+        return over_budget(&shared.body_budget);
+    }
+    Reply::new(bytes_response(
+        StatusCode::OK,
+        limits::held_text(body, share),
+    ))
 }
 
 /// Runs the agent's coach on `request`: its answer once it passes

@@ -175,6 +175,17 @@ impl magma_server::Agent for TestCoach {
                 id,
                 vec![proposal("nowhere")],
             )?),
+            "big" => {
+                // An answer of about `bytes` bytes.
+                let n = info.get("bytes").and_then(Json::as_number);
+                let n = n.and_then(|n| n.as_u64()).unwrap_or(0) as usize;
+                let mut keys = Object::new();
+                keys.insert("text", Json::from("b".repeat(n)));
+                Ok(SpecializedCoachingResponse::corrected(
+                    id,
+                    vec![CoachingProposal::new("replacement", keys)],
+                )?)
+            }
             "abandon" => Ok(SpecializedCoachingResponse::abandoned(id, "cannot fix")?
                 .with_logs(vec![own_log()])),
             "context" => {
@@ -859,4 +870,76 @@ async fn sessions_past_the_limit_are_503_until_one_closes() {
     expect_204(&put(&server, "a", config("m", false)).await);
     expect_204(&delete(&server, "a").await);
     expect_204(&put(&server, "c", config("m", false)).await);
+}
+
+/// A coaching answer takes its bytes from the memory budget that request
+/// bodies and inference answers share (`--max-total-body-bytes`): with the
+/// budget held by unfinished bodies, a 30 kB answer that does not fit is
+/// `503` with `Retry-After`, and it is answered once they are gone.
+#[tokio::test]
+async fn a_coaching_answer_takes_its_bytes_from_the_memory_budget() {
+    use tokio::io::AsyncWriteExt;
+    let mut c = Config::default();
+    c.max_body_bytes = 64 * 1024;
+    c.max_response_bytes = 64 * 1024;
+    // The least the configuration allows: 2 x body + response.
+    c.max_total_body_bytes = 3 * 64 * 1024;
+    let server = TestServer::with_config(TestCoach::default(), c).await;
+    expect_204(&put(&server, "run-b", config("m", false)).await);
+    let body = request(
+        "run-b",
+        "rb",
+        "failure",
+        json!({"mode": "big", "bytes": 30_000}),
+    );
+    // Without holders the answer fits.
+    let response = answered(&body, &coach(&server, &body).await);
+    assert_eq!(response.status(), CoachingStatus::Corrected);
+    // Three bodies of 63,000 of their 64,000 bytes hold 189,000 of the
+    // 196,608 bytes; the coaching request's own share leaves no room for
+    // its answer.
+    let mut holders = Vec::new();
+    for _ in 0..3 {
+        let mut holder = tokio::net::TcpStream::connect(server.addr)
+            .await
+            .expect("connect");
+        let head = "POST /v1/responses HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n\
+                    Content-Length: 64000\r\n\r\n";
+        holder.write_all(head.as_bytes()).await.expect("write");
+        holder.write_all(&[b' '; 63_000]).await.expect("write");
+        holders.push(holder);
+    }
+    let refused = within("a 503 once the holders' bytes are read", async {
+        loop {
+            let reply = coach(&server, &body).await;
+            if reply.status.as_u16() == 503 {
+                return reply;
+            }
+            answered(&body, &reply);
+        }
+    })
+    .await;
+    assert!(
+        refused.text().contains("bytes of requests and answers"),
+        "{}",
+        refused.text()
+    );
+    assert_eq!(
+        refused.headers.get("retry-after").map(|v| v.as_bytes()),
+        Some(&b"1"[..])
+    );
+    // The holders go away, their shares are given back, the answer fits.
+    drop(holders);
+    within("a 200 once the holders are gone", async {
+        loop {
+            let reply = coach(&server, &body).await;
+            if reply.status.as_u16() == 200 {
+                answered(&body, &reply);
+                return;
+            }
+            assert_eq!(reply.status.as_u16(), 503, "{}", reply.text());
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
 }
