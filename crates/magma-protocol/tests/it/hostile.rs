@@ -363,7 +363,7 @@ fn skipped_values_are_refused_like_built_ones() {
         r#"{"a":NaN,"b":-Infinity,"c":"\ud800"}"#.to_owned(),
         r#"{3:1}"#.to_owned(),
         r#""unterminated"#.to_owned(),
-        deep.clone(),
+        deep,
     ] {
         let doc = format!(r#"[{{{CANDIDATE},{},"bad":{bad}}}]"#, members(0, 200));
         let counted = AgentResponse::from_slice(doc.as_bytes()).unwrap_err();
