@@ -31,6 +31,7 @@
 mod check;
 mod cursor;
 mod key_filter;
+mod key_set;
 mod lex;
 pub(crate) mod parse;
 mod path;

@@ -14,9 +14,10 @@
 //! themselves belong to the documents that declare them.
 
 use std::borrow::Cow;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::fmt;
 
+use super::key_set::{KeySet, count_distinct, keep_repeats, key_text, offsets_fit};
 use super::lex::{escaped_string_end, number_end, plain_run_end, plain_string, ws_end};
 use super::path::{Location, Segment};
 use super::scan::{ScanBuffers, scan_free_object};
@@ -114,6 +115,17 @@ pub(crate) enum Shape {
     /// An object whose listed members have their own shapes; the others
     /// are [`Shape::Any`].
     Fields(&'static [(&'static str, Shape)]),
+    /// An object that is a strict model: `declared` are all its fields
+    /// (any other key is an `extra_forbidden` error), `fields` the shapes of
+    /// some of them as in [`Shape::Fields`]. [`parse_shaped_counted`] builds
+    /// the values of its first unknown keys (each an error, whose input is
+    /// the value) and only counts the distinct ones past the error cap,
+    /// from a list of their offsets: a hostile object of millions of keys
+    /// costs four bytes per key, not a tree.
+    Model {
+        declared: &'static [&'static str],
+        fields: &'static [(&'static str, Shape)],
+    },
     /// An array whose elements have a shape. When that shape is
     /// [`Shape::Fields`] or [`Shape::FreeObject`], every element must be an
     /// object: [`parse_shaped_counted`] keeps the first scalars there (each
@@ -145,7 +157,7 @@ const ANY: Mode = Mode::Shaped(&Shape::Any);
 impl Mode {
     fn field(self, key: &str) -> Mode {
         match self {
-            Mode::Shaped(Shape::Fields(fields)) => fields
+            Mode::Shaped(Shape::Fields(fields) | Shape::Model { fields, .. }) => fields
                 .iter()
                 .find(|(k, _)| *k == key)
                 .map_or(ANY, |(_, s)| Mode::Shaped(s)),
@@ -176,6 +188,11 @@ enum Frame {
         mode: Mode,
         /// Key -> index, built once the object grows past `LINEAR_KEY_LIMIT`.
         index: Option<HashMap<String, usize>>,
+        /// Distinct unknown keys of a [`Shape::Model`] built so far.
+        unknown: usize,
+        /// The offsets of the unknown keys past those, counted only (their
+        /// distinct keys, once the object is read).
+        dropped: Vec<u32>,
     },
 }
 
@@ -238,9 +255,9 @@ pub(crate) struct Duplicates {
 ///
 /// The document is read as the parser reads it (the same texts are
 /// refused, with the same messages) but no value is built: what is held is
-/// the keys of the objects open at a time (borrowed from `src` unless
-/// escaped) and the locations kept, so a document of millions of values
-/// costs its scan, not a tree.
+/// the keys of the objects open at a time (a [`KeySet`] of offsets into
+/// `src`, a few bytes per key) and the locations kept, so a document of
+/// millions of values or keys costs its scan, not a tree.
 pub(crate) fn duplicate_keys(
     src: &[u8],
     limits: Limits,
@@ -261,9 +278,71 @@ enum KeyFrame<'a> {
     /// has the same key), with the keys read so far.
     Object {
         key: Cow<'a, str>,
-        keys: HashSet<Cow<'a, str>>,
+        keys: Keys,
         repeated: bool,
     },
+}
+
+/// Objects with more keys than this keep them in a sorted list (four bytes
+/// a key) and have their repeats found when they close.
+const LARGE_OBJECT: usize = 4096;
+
+/// The keys read so far in an object open during [`duplicate_keys`].
+enum Keys {
+    /// A set: each repeat is found as it is read.
+    Table(KeySet),
+    /// Past [`LARGE_OBJECT`] keys, the offsets of the distinct keys read
+    /// until then and of every key since: repeats are found by sorting
+    /// when the object closes ([`keep_repeats`]).
+    Sorted(Vec<u32>),
+}
+
+impl Keys {
+    /// Adds the key at `at`: `true` when it is known to repeat one.
+    fn insert(&mut self, src: &[u8], text: &str, at: usize) -> bool {
+        match self {
+            Keys::Table(set) => {
+                let repeated = !set.insert(src, text, at);
+                if set.len() >= LARGE_OBJECT && offsets_fit(src) {
+                    let set = std::mem::replace(set, KeySet::new(&[]));
+                    if let Some(offsets) = set.into_offsets() {
+                        *self = Keys::Sorted(offsets);
+                    }
+                }
+                repeated
+            }
+            Keys::Sorted(offsets) => {
+                // Fits: checked before the switch.
+                offsets.push(at as u32);
+                false
+            }
+        }
+    }
+}
+
+/// Repeats found so far: the first `keep` by position (the end of the
+/// repeated member's value, where the parser replaces the earlier value),
+/// and how many there were in all.
+struct Found {
+    kept: Vec<(usize, Location)>,
+    total: usize,
+    keep: usize,
+}
+
+impl Found {
+    /// Counts a repeat at `pos`; keeps it (its location made by `loc`)
+    /// when it is among the first `keep` by position. `false` when it was
+    /// only counted.
+    fn add(&mut self, pos: usize, loc: impl FnOnce() -> Location) -> bool {
+        self.total += 1;
+        if self.kept.len() >= self.keep && self.kept.last().is_none_or(|(p, _)| *p < pos) {
+            return false;
+        }
+        let at = self.kept.partition_point(|(p, _)| *p < pos);
+        self.kept.insert(at, (pos, loc()));
+        self.kept.truncate(self.keep);
+        true
+    }
 }
 
 impl<'a> Parser<'a> {
@@ -271,7 +350,11 @@ impl<'a> Parser<'a> {
         if self.src.starts_with("\u{feff}".as_bytes()) {
             return Err((0, "unexpected byte order mark (U+FEFF) before the document"));
         }
-        let mut out = Duplicates::default();
+        let mut out = Found {
+            kept: Vec::new(),
+            total: 0,
+            keep,
+        };
         let mut stack: Vec<KeyFrame<'a>> = Vec::new();
         'value: loop {
             self.skip_ws();
@@ -289,9 +372,10 @@ impl<'a> Parser<'a> {
                         stack.push(KeyFrame::Array { index: 0 });
                         continue 'value;
                     } else {
+                        let at = self.pos;
                         let key = self.borrowed_key()?;
-                        let mut keys = HashSet::new();
-                        keys.insert(key.clone());
+                        let mut keys = Keys::Table(KeySet::new(self.src));
+                        keys.insert(self.src, self.text, at);
                         stack.push(KeyFrame::Object {
                             key,
                             keys,
@@ -308,11 +392,7 @@ impl<'a> Parser<'a> {
             loop {
                 if let Some(KeyFrame::Object { repeated, .. }) = stack.last_mut() {
                     if std::mem::take(repeated) {
-                        if out.found.len() < keep {
-                            out.found.push(key_path(&stack));
-                        } else {
-                            out.omitted += 1;
-                        }
+                        out.add(self.pos, || key_path(&stack, None));
                     }
                 }
                 let Some(top) = stack.last_mut() else {
@@ -335,15 +415,22 @@ impl<'a> Parser<'a> {
                     ) => {
                         self.pos += 1;
                         self.skip_ws();
+                        let at = self.pos;
                         let next = self.borrowed_key()?;
-                        *repeated = !keys.insert(next.clone());
+                        *repeated = keys.insert(self.src, self.text, at);
                         *key = next;
                         continue 'value;
                     }
                     (KeyFrame::Array { .. }, Some(b']'))
                     | (KeyFrame::Object { .. }, Some(b'}')) => {
                         self.pos += 1;
-                        stack.pop();
+                        if let Some(KeyFrame::Object {
+                            keys: Keys::Sorted(mut offsets),
+                            ..
+                        }) = stack.pop()
+                        {
+                            self.large_object_repeats(&mut offsets, &stack, &mut out);
+                        }
                     }
                     (KeyFrame::Array { .. }, _) => {
                         return Err((self.pos, "expected ',' or ']' in an array"));
@@ -358,7 +445,35 @@ impl<'a> Parser<'a> {
         if self.pos != self.src.len() {
             return Err((self.pos, "extra data after the document"));
         }
-        Ok(out)
+        Ok(Duplicates {
+            omitted: out.total - out.kept.len(),
+            found: out.kept.into_iter().map(|(_, loc)| loc).collect(),
+        })
+    }
+
+    /// The repeats of a large object that just closed, its keys' offsets
+    /// in `offsets`, `stack` its enclosing containers: each at the end of
+    /// its value, as the scan of a small object finds them.
+    fn large_object_repeats(
+        &self,
+        offsets: &mut Vec<u32>,
+        stack: &[KeyFrame<'_>],
+        out: &mut Found,
+    ) {
+        keep_repeats(offsets, self.src, self.text);
+        for (n, &at) in offsets.iter().enumerate() {
+            let at = at as usize;
+            // The member was read without error: its key, `:` and value.
+            let colon = ws_end(self.src, escaped_string_end(self.src, at + 1) + 1);
+            let value = ws_end(self.src, colon + 1);
+            let end = skip_validated_value(self.src, value).unwrap_or(value);
+            let key = || Segment::Key(key_text(self.src, self.text, at).into_owned());
+            if !out.add(end, || key_path(stack, Some(key()))) {
+                // Later repeats of this object end later: counted only.
+                out.total += offsets.len() - n - 1;
+                break;
+            }
+        }
     }
 
     /// Reads (and checks) a scalar as [`Parser::scalar`] does, without
@@ -405,14 +520,16 @@ impl<'a> Parser<'a> {
     }
 }
 
-/// The location of the member or element each open container is at.
-fn key_path(stack: &[KeyFrame<'_>]) -> Location {
+/// The location of the member or element each open container is at, and
+/// then `last`.
+fn key_path(stack: &[KeyFrame<'_>], last: Option<Segment>) -> Location {
     let segs: Vec<Segment> = stack
         .iter()
         .map(|f| match f {
             KeyFrame::Array { index } => Segment::Index(*index),
             KeyFrame::Object { key, .. } => Segment::Key(key.as_ref().to_owned()),
         })
+        .chain(last)
         .collect();
     Location::from(segs)
 }
@@ -469,7 +586,10 @@ pub(crate) fn parse_shaped_counted(
 
 /// Elements in this mode must be objects (models or free-form objects).
 fn objects_only(mode: Mode) -> bool {
-    matches!(mode, Mode::Shaped(Shape::Fields(_) | Shape::FreeObject))
+    matches!(
+        mode,
+        Mode::Shaped(Shape::Fields(_) | Shape::Model { .. } | Shape::FreeObject)
+    )
 }
 
 fn is_scalar(v: &Json) -> bool {
@@ -505,83 +625,105 @@ impl Parser<'_> {
     fn value_tree(&mut self, root_mode: Mode) -> PResult<Json> {
         let mut stack: Vec<Frame> = Vec::new();
         let mut mode = root_mode;
+        // The next value is an unknown member of a model past the error
+        // cap: read without building it ([`Parser::drop_member`]).
+        let mut skip_next = false;
+        // The value just completed was skipped: nothing to insert.
+        let mut skipped = false;
         'value: loop {
             // Start of a value.
             self.skip_ws();
-            let mut done = match self.peek() {
-                Some(b'{') if matches!(mode, Mode::InKeptText) => {
-                    // Inside text that was validated as a whole: skipping is
-                    // enough.
-                    let start = self.pos;
-                    let end = skip_validated_value(self.src, start)
-                        .ok_or((start, "unterminated object in validated text"))?;
-                    self.pos = end;
-                    let text = &self.text[start..end];
-                    Json::Object(Object::from_validated_text(text, KeyFilter::ANY))
-                }
-                Some(b'{') if matches!(mode, Mode::Shaped(Shape::FreeObject)) => {
-                    let start = self.pos;
-                    match scan_free_object(
-                        self.src,
-                        start,
-                        stack.len(),
-                        self.limits,
-                        &mut self.scratch,
-                    ) {
-                        Some((end, keys)) => {
-                            self.pos = end;
-                            let text = &self.text[start..end];
-                            Json::Object(Object::from_validated_text(text, keys))
+            let mut done = if std::mem::take(&mut skip_next) {
+                self.skip_value(stack.len())?;
+                skipped = true;
+                Json::Null
+            } else {
+                match self.peek() {
+                    Some(b'{') if matches!(mode, Mode::InKeptText) => {
+                        // Inside text that was validated as a whole: skipping is
+                        // enough.
+                        let start = self.pos;
+                        let end = skip_validated_value(self.src, start)
+                            .ok_or((start, "unterminated object in validated text"))?;
+                        self.pos = end;
+                        let text = &self.text[start..end];
+                        Json::Object(Object::from_validated_text(text, KeyFilter::ANY))
+                    }
+                    Some(b'{') if matches!(mode, Mode::Shaped(Shape::FreeObject)) => {
+                        let start = self.pos;
+                        match scan_free_object(
+                            self.src,
+                            start,
+                            stack.len(),
+                            self.limits,
+                            &mut self.scratch,
+                        ) {
+                            Some((end, keys)) => {
+                                self.pos = end;
+                                let text = &self.text[start..end];
+                                Json::Object(Object::from_validated_text(text, keys))
+                            }
+                            None => {
+                                mode = ANY;
+                                continue 'value;
+                            }
                         }
-                        None => {
-                            mode = ANY;
+                    }
+                    Some(b'[') => {
+                        if stack.len() >= self.limits.depth {
+                            return Err((self.pos, "maximum nesting depth exceeded"));
+                        }
+                        self.pos += 1;
+                        self.skip_ws();
+                        if self.peek() == Some(b']') {
+                            self.pos += 1;
+                            Json::Array(Vec::new())
+                        } else {
+                            let element = mode.element();
+                            stack.push(Frame::Array {
+                                items: Vec::new(),
+                                mode: element,
+                                scalars: 0,
+                            });
+                            mode = element;
                             continue 'value;
                         }
                     }
-                }
-                Some(b'[') => {
-                    if stack.len() >= self.limits.depth {
-                        return Err((self.pos, "maximum nesting depth exceeded"));
-                    }
-                    self.pos += 1;
-                    self.skip_ws();
-                    if self.peek() == Some(b']') {
+                    Some(b'{') => {
+                        if stack.len() >= self.limits.depth {
+                            return Err((self.pos, "maximum nesting depth exceeded"));
+                        }
                         self.pos += 1;
-                        Json::Array(Vec::new())
-                    } else {
-                        let element = mode.element();
-                        stack.push(Frame::Array {
-                            items: Vec::new(),
-                            mode: element,
-                            scalars: 0,
-                        });
-                        mode = element;
-                        continue 'value;
+                        self.skip_ws();
+                        if self.peek() == Some(b'}') {
+                            self.pos += 1;
+                            Json::Object(Object::new())
+                        } else {
+                            let at = self.pos;
+                            let key = self.object_key()?;
+                            let child = mode.field(&key);
+                            let (mut unknown, mut dropped) = (0, Vec::new());
+                            skip_next = self.drop_member(
+                                mode,
+                                (&Map::new(), &None),
+                                (&mut unknown, &mut dropped),
+                                &key,
+                                at,
+                            );
+                            stack.push(Frame::Object {
+                                map: Map::new(),
+                                key,
+                                mode,
+                                index: None,
+                                unknown,
+                                dropped,
+                            });
+                            mode = child;
+                            continue 'value;
+                        }
                     }
+                    _ => self.scalar()?,
                 }
-                Some(b'{') => {
-                    if stack.len() >= self.limits.depth {
-                        return Err((self.pos, "maximum nesting depth exceeded"));
-                    }
-                    self.pos += 1;
-                    self.skip_ws();
-                    if self.peek() == Some(b'}') {
-                        self.pos += 1;
-                        Json::Object(Object::new())
-                    } else {
-                        let key = self.object_key()?;
-                        let child = mode.field(&key);
-                        stack.push(Frame::Object {
-                            map: Map::new(),
-                            key,
-                            mode,
-                            index: None,
-                        });
-                        mode = child;
-                        continue 'value;
-                    }
-                }
-                _ => self.scalar()?,
             };
             // A value is complete: hand it to the enclosing container.
             loop {
@@ -627,26 +769,140 @@ impl Parser<'_> {
                         key,
                         mode: object_mode,
                         index,
+                        unknown,
+                        dropped,
                     } => {
-                        insert_last_wins(map, index, std::mem::take(key), done);
+                        if !std::mem::take(&mut skipped) {
+                            insert_last_wins(map, index, std::mem::take(key), done);
+                        }
                         match self.peek() {
                             Some(b',') => {
                                 self.pos += 1;
                                 self.skip_ws();
+                                let at = self.pos;
                                 *key = self.object_key()?;
                                 mode = object_mode.field(key);
+                                skip_next = self.drop_member(
+                                    *object_mode,
+                                    (map, index),
+                                    (unknown, dropped),
+                                    key,
+                                    at,
+                                );
                                 continue 'value;
                             }
                             Some(b'}') => {
                                 self.pos += 1;
-                                let Some(Frame::Object { map, .. }) = stack.pop() else {
+                                let Some(Frame::Object {
+                                    map, mut dropped, ..
+                                }) = stack.pop()
+                                else {
                                     unreachable!("the top frame is an object")
                                 };
+                                if !dropped.is_empty() {
+                                    self.dropped +=
+                                        count_distinct(&mut dropped, self.src, self.text);
+                                }
                                 done = Json::Object(Object::from(map));
                             }
                             _ => return Err((self.pos, "expected ',' or '}' in an object")),
                         }
                     }
+                }
+            }
+        }
+    }
+
+    /// `true` when the member `key` (its opening quote at `at`) of an
+    /// object read in `mode` is to be skipped and counted: an unknown key of
+    /// a [`Shape::Model`], not repeating one already built, once `keep`
+    /// distinct unknown keys were built, when the caller counts errors past
+    /// `keep` ([`parse_shaped_counted`]). Each distinct one is one
+    /// `extra_forbidden` error whatever its value, so counting them (a
+    /// repeat of a skipped key counts once) gives the errors of the whole
+    /// tree; the kept ones take the last value of a repeated key, as the
+    /// reference's dict does.
+    #[inline]
+    fn drop_member(
+        &mut self,
+        mode: Mode,
+        (map, index): (&Map<Json>, &Option<HashMap<String, usize>>),
+        (unknown, dropped): (&mut usize, &mut Vec<u32>),
+        key: &str,
+        at: usize,
+    ) -> bool {
+        let (Some(keep), Mode::Shaped(Shape::Model { declared, .. })) = (self.keep_scalars, mode)
+        else {
+            return false;
+        };
+        if declared.contains(&key) {
+            return false;
+        }
+        let built = match index {
+            Some(idx) => idx.contains_key(key),
+            None => map.contains_key(key),
+        };
+        if built {
+            return false;
+        }
+        if *unknown < keep || !offsets_fit(self.src) {
+            *unknown += 1;
+            return false;
+        }
+        // Fits: checked just above.
+        dropped.push(at as u32);
+        true
+    }
+
+    /// Reads the value in front of the cursor as [`Parser::value_tree`]
+    /// does in [`ANY`] mode (the same texts refused with the same errors,
+    /// `depth_before` containers already open) without building it.
+    fn skip_value(&mut self, depth_before: usize) -> PResult<()> {
+        let mut open: Vec<u8> = Vec::new();
+        'value: loop {
+            self.skip_ws();
+            match self.peek() {
+                Some(c @ (b'[' | b'{')) => {
+                    if depth_before + open.len() >= self.limits.depth {
+                        return Err((self.pos, "maximum nesting depth exceeded"));
+                    }
+                    self.pos += 1;
+                    self.skip_ws();
+                    let close = if c == b'[' { b']' } else { b'}' };
+                    if self.peek() == Some(close) {
+                        self.pos += 1;
+                    } else {
+                        open.push(c);
+                        if c == b'{' {
+                            self.borrowed_key()?;
+                        }
+                        continue 'value;
+                    }
+                }
+                _ => self.skip_scalar()?,
+            }
+            loop {
+                let Some(&top) = open.last() else {
+                    return Ok(());
+                };
+                self.skip_ws();
+                match (top, self.peek()) {
+                    (b'[', Some(b',')) => {
+                        self.pos += 1;
+                        continue 'value;
+                    }
+                    (_, Some(b',')) => {
+                        self.pos += 1;
+                        self.skip_ws();
+                        self.borrowed_key()?;
+                        continue 'value;
+                    }
+                    (b'[', Some(b']')) | (b'{', Some(b'}')) => {
+                        self.pos += 1;
+                        open.pop();
+                    }
+                    (b'[', _) => return Err((self.pos, "expected ',' or ']' in an array")),
+                    _ => return Err((self.pos, "expected ',' or '}' in an object")),
                 }
             }
         }
@@ -1069,6 +1325,34 @@ mod tests {
     use super::super::lex::plain_run_end;
     use super::super::scan::{ScanBuffers, scan_free_object};
     use super::*;
+
+    #[test]
+    fn large_objects_report_their_repeats_like_small_ones() {
+        // The same repeats after a few or thousands of distinct keys: the
+        // small object finds them as it reads, the large one when it
+        // closes; both in the order of their values' ends.
+        for n in [10, LARGE_OBJECT + 10] {
+            let keys: Vec<String> = (0..n).map(|i| format!(r#""k{i}":0"#)).collect();
+            let doc = format!(
+                r#"[{{{},"k1":{{"x":1,"\u0078":2}},"k2":[3],"k\u0031":4,"z":{{"y":1,"y":2}}}}]"#,
+                keys.join(",")
+            );
+            let found = duplicate_keys(doc.as_bytes(), TEST_LIMITS, usize::MAX).unwrap();
+            let shown: Vec<String> = found.found.iter().map(ToString::to_string).collect();
+            assert_eq!(
+                shown,
+                ["[0].k1.x", "[0].k1", "[0].k2", "[0].k1", "[0].z.y"],
+                "{n}"
+            );
+            let capped = duplicate_keys(doc.as_bytes(), TEST_LIMITS, 2).unwrap();
+            let shown: Vec<String> = capped.found.iter().map(ToString::to_string).collect();
+            assert_eq!(
+                (shown, capped.omitted),
+                (vec!["[0].k1.x".to_owned(), "[0].k1".to_owned()], 3),
+                "{n}"
+            );
+        }
+    }
 
     #[test]
     fn duplicate_keys_are_located() {

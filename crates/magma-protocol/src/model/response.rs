@@ -19,13 +19,40 @@ use crate::validate::{
 
 /// Where a response holds free-form objects, for the parser.
 const SHAPE: Shape = Shape::List(&OUTPUT_SHAPE);
-const OUTPUT_SHAPE: Shape = Shape::Fields(&[
-    ("memory", Shape::FreeObject),
-    ("internal_steps", Shape::List(&Shape::FreeObject)),
-    ("output", DECISION_SHAPE),
-]);
-const DECISION_SHAPE: Shape = Shape::Fields(&[("tool_calls", Shape::List(&TOOL_CALL_SHAPE))]);
-const TOOL_CALL_SHAPE: Shape = Shape::Fields(&[("arguments", Shape::FreeObject)]);
+/// The models are strict: the declared fields are listed, so that the
+/// parser counts a hostile object's unknown keys past the error cap instead
+/// of building them (`tests/it/hostile.rs` checks the lists against the
+/// validators).
+const OUTPUT_SHAPE: Shape = Shape::Model {
+    declared: &[
+        "request_id",
+        "source_id",
+        "candidate_index",
+        "status",
+        "memory",
+        "internal_steps",
+        "output",
+        "error",
+    ],
+    fields: &[
+        ("memory", Shape::FreeObject),
+        ("internal_steps", Shape::List(&Shape::FreeObject)),
+        ("output", DECISION_SHAPE),
+        ("error", ERROR_SHAPE),
+    ],
+};
+const DECISION_SHAPE: Shape = Shape::Model {
+    declared: &["say", "tool_calls"],
+    fields: &[("tool_calls", Shape::List(&TOOL_CALL_SHAPE))],
+};
+const TOOL_CALL_SHAPE: Shape = Shape::Model {
+    declared: &["name", "arguments", "target_robot_name"],
+    fields: &[("arguments", Shape::FreeObject)],
+};
+const ERROR_SHAPE: Shape = Shape::Model {
+    declared: &["code", "message", "component"],
+    fields: &[],
+};
 
 /// A tool the agent wants a robot to run.
 #[derive(Debug, Clone, PartialEq)]

@@ -277,3 +277,123 @@ fn wrong_values_in_string_and_boolean_maps_are_capped() {
     assert_eq!((err.issues().len(), err.omitted()), (100, n - 100));
     assert_eq!(err.issues()[0].kind(), ErrorKind::BoolType);
 }
+
+/// `"k{from}":{from},...` up to `to`, without braces.
+fn members(from: usize, to: usize) -> String {
+    (from..to)
+        .map(|i| format!(r#""k{i}":{i}"#))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// The fields of a valid completed candidate, without braces.
+const CANDIDATE: &str =
+    r#""request_id":"r","source_id":1,"candidate_index":0,"status":"completed","memory":{}"#;
+
+/// One object of thousands of distinct unknown keys in a strict model: the
+/// parser builds the values of the first 100 and counts the distinct rest
+/// (a repeat of a counted key counts once, escaped or not; a repeat of a
+/// built one replaces its value), so the errors are those of the whole
+/// tree. A `missing` error's input is the object as built: its declared
+/// fields and first 100 unknown keys (the reference shows all of them).
+#[test]
+fn unknown_keys_past_the_cap_give_the_errors_of_the_whole_tree() {
+    let docs = [
+        format!(
+            r#"[{{{CANDIDATE},"output":{{"say":"s"}},{}}}]"#,
+            members(0, 5000)
+        ),
+        format!(
+            r#"[{{{CANDIDATE},"output":{{"say":"s"}},{},"k3":"last","k4000":[1,{{"a":2}}],"k\u0034001":0,"k\u0033":[],{}}}]"#,
+            members(0, 5000),
+            members(4990, 5100)
+        ),
+        format!("[{{{}}}]", members(0, 300)),
+        format!(
+            r#"[{{{CANDIDATE},"output":{{"tool_calls":[{{"name":"n","target_robot_name":"t",{}}}],{}}}}},{{{}}}]"#,
+            members(0, 150),
+            members(0, 150),
+            members(0, 150)
+        ),
+        format!(
+            r#"[{{{CANDIDATE},"status":"error","error":{{"code":"c","message":"m",{}}}}}]"#,
+            members(0, 400)
+        ),
+        // At the cap exactly, and one past it.
+        format!("[{{{CANDIDATE},{}}}]", members(0, 100)),
+        format!("[{{{CANDIDATE},{}}}]", members(0, 101)),
+    ];
+    for doc in &docs {
+        let counted = AgentResponse::from_slice(doc.as_bytes()).unwrap_err();
+        let whole =
+            AgentResponse::from_json(Json::from_slice(doc.as_bytes()).unwrap()).unwrap_err();
+        assert_eq!(counted.omitted(), whole.omitted(), "{doc:.120}");
+        assert_eq!(counted.issues().len(), whole.issues().len(), "{doc:.120}");
+        for (c, w) in counted.issues().iter().zip(whole.issues()) {
+            assert_eq!(
+                (c.kind(), c.location(), c.message()),
+                (w.kind(), w.location(), w.message()),
+                "{doc:.120}"
+            );
+            if c.kind() != ErrorKind::Missing {
+                assert_eq!(c.input(), w.input(), "{doc:.120}");
+            }
+        }
+    }
+    // The kept key `k3` has its last value.
+    let err = AgentResponse::from_slice(docs[1].as_bytes()).unwrap_err();
+    let k3 = err
+        .issues()
+        .iter()
+        .find(|i| i.location().to_string() == "[0].k3")
+        .unwrap();
+    assert_eq!(k3.input().unwrap().to_json_string(), "[]");
+    assert_eq!(err.omitted(), 5100 - 100);
+}
+
+/// A value skipped past the cap is still read as the parser reads it: a
+/// syntax error or a nesting too deep inside it is refused at the same
+/// place with the same message.
+#[test]
+fn skipped_values_are_refused_like_built_ones() {
+    let deep = "[".repeat(MAX_JSON_DEPTH) + &"]".repeat(MAX_JSON_DEPTH);
+    for bad in [
+        r#"[1,2,}"#.to_owned(),
+        r#"{"a":1 "b":2}"#.to_owned(),
+        r#"{"a":NaN,"b":-Infinity,"c":"\ud800"}"#.to_owned(),
+        r#"{3:1}"#.to_owned(),
+        r#""unterminated"#.to_owned(),
+        deep,
+    ] {
+        let doc = format!(r#"[{{{CANDIDATE},{},"bad":{bad}}}]"#, members(0, 200));
+        let counted = AgentResponse::from_slice(doc.as_bytes()).unwrap_err();
+        let tree = Json::from_slice(doc.as_bytes()).unwrap_err();
+        assert_eq!(counted.first().kind(), ErrorKind::JsonInvalid, "{bad:.40}");
+        assert_eq!(
+            counted.first().position(),
+            tree.first().position(),
+            "{bad:.40}"
+        );
+        assert_eq!(
+            counted.first().message(),
+            tree.first().message(),
+            "{bad:.40}"
+        );
+    }
+    // One level less is accepted, and counted as one unknown key.
+    let ok = "[".repeat(MAX_JSON_DEPTH - 3) + &"]".repeat(MAX_JSON_DEPTH - 3);
+    let doc = format!(r#"[{{{CANDIDATE},{},"bad":{ok}}}]"#, members(0, 200));
+    let err = AgentResponse::from_slice(doc.as_bytes()).unwrap_err();
+    assert_eq!((err.issues().len(), err.omitted()), (100, 101));
+}
+
+/// Every strict model of a response lists its declared fields for the
+/// parser: an object of only declared keys past the cap is built whole
+/// (no field counted as unknown) and validates.
+#[test]
+fn declared_fields_are_never_counted_as_unknown() {
+    let doc = format!(
+        r#"[{{{CANDIDATE},"internal_steps":[],"output":{{"say":"s","tool_calls":[{{"name":"n","arguments":{{}},"target_robot_name":"t"}}]}},"error":null}},{{{CANDIDATE},"status":"error","output":null,"error":{{"code":"c","message":"m","component":null}}}}]"#
+    );
+    assert!(AgentResponse::from_slice(doc.as_bytes()).is_ok());
+}
