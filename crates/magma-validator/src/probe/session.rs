@@ -330,16 +330,11 @@ pub(crate) fn transport_finding(e: &magma_client::Error) -> Finding {
         ErrorKind::ConnectionRefused | ErrorKind::Connect => "connection",
         ErrorKind::BodyTooLarge { .. } => "body_too_large",
         ErrorKind::Tls(_) => "tls",
-        ErrorKind::Transport(cause) => match cause {
-            TransportCause::HeadTooLarge => "head_too_large",
-            TransportCause::MalformedHead => "malformed_head",
-            TransportCause::ClosedBeforeAnswer => "closed_before_answer",
-            TransportCause::BadChunkedEncoding => "bad_chunked_encoding",
-            TransportCause::TruncatedBody => "truncated_body",
-            TransportCause::ConnectionReset => "connection_reset",
-            TransportCause::TimedOut => "timeout",
-            _ => "transport",
-        },
+        // The cause's own name, except that a timeout is one code however
+        // it was seen, and an unnamed cause is a plain transport failure.
+        ErrorKind::Transport(TransportCause::TimedOut) => "timeout",
+        ErrorKind::Transport(TransportCause::Other) => "transport",
+        ErrorKind::Transport(cause) => cause.as_str(),
         _ => "transport",
     };
     let fix = match code {
@@ -428,5 +423,36 @@ pub(crate) fn tls_error(why: &str, config: &ProbeConfig) -> ProbeError {
     ProbeError::Tls {
         why: text,
         hint: hint.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::transport_finding;
+    use magma_testkit::stub::RawServer;
+
+    /// The finding's code is the cause magma-client names, a timeout is
+    /// `timeout` and a cause without a name `transport`.
+    #[test]
+    fn transport_findings_carry_the_cause_as_their_code() {
+        let cases: [(&[u8], &str); 3] = [
+            (
+                b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"status\"",
+                "truncated_body",
+            ),
+            (b"this is not http\r\n\r\n", "malformed_head"),
+            (
+                b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n",
+                "bad_chunked_encoding",
+            ),
+        ];
+        for (answer, code) in cases {
+            let raw = RawServer::start(Some(answer.to_vec()));
+            let client = magma_client::Client::new(raw.url()).expect("client");
+            let err = client.health().expect_err("a broken answer");
+            let finding = transport_finding(&err);
+            assert_eq!(finding.code, code, "{err:?}");
+            assert_eq!(finding.document, "http");
+        }
     }
 }
