@@ -111,15 +111,10 @@ fn run_measured(args: &[&str]) -> Measured {
     }
 }
 
-/// The acceptance of issue 20 for the probe, at a quarter of the default
-/// limit (`--max-response-bytes` 16 MiB, an answer just under it) so that
-/// the debug binary runs it in seconds: every `POST` answered with the
-/// bomb, the probe's peak stays under twice the limit, the checks keep 25
-/// errors and count the rest, and the run ends within its deadline.
-#[test]
-fn the_probe_stays_under_twice_its_response_limit_against_the_bomb() {
-    let limit = 16 * MIB;
-    let (body, n) = zeros(limit - 1);
+/// Probes an agent that answers every `POST` with `body`, at
+/// `--max-response-bytes limit` and a 4 s deadline, measuring the probe;
+/// returns the measure and the JSON report.
+fn probe_measured(body: Vec<u8>, limit: usize) -> (Measured, Value) {
     let server = agent_answering(body);
     let limit_arg = limit.to_string();
     let run = run_measured(&[
@@ -137,6 +132,19 @@ fn the_probe_stays_under_twice_its_response_limit_against_the_bomb() {
         &limit_arg,
     ]);
     let report: Value = serde_json::from_slice(&run.stdout).expect("a JSON report");
+    (run, report)
+}
+
+/// The acceptance of issue 20 for the probe, at a quarter of the default
+/// limit (`--max-response-bytes` 16 MiB, an answer just under it) so that
+/// the debug binary runs it in seconds: every `POST` answered with the
+/// bomb, the probe's peak stays under twice the limit, the checks keep 25
+/// errors and count the rest, and the run ends within its deadline.
+#[test]
+fn the_probe_stays_under_twice_its_response_limit_against_the_bomb() {
+    let limit = 16 * MIB;
+    let (body, n) = zeros(limit - 1);
+    let (run, report) = probe_measured(body, limit);
     eprintln!(
         "probe against a {} MiB bomb: peak {} KiB, {:?}",
         limit / MIB,
@@ -278,23 +286,7 @@ fn one_object_of_two_million_keys_stays_under_twice_the_limit() {
         "{message}"
     );
 
-    let server = agent_answering(body);
-    let limit_arg = limit.to_string();
-    let run = run_measured(&[
-        "probe",
-        &server.url(),
-        "--format",
-        "json",
-        "--timeout",
-        "30",
-        "--ready-timeout",
-        "5",
-        "--deadline",
-        "4",
-        "--max-response-bytes",
-        &limit_arg,
-    ]);
-    let report: Value = serde_json::from_slice(&run.stdout).expect("a JSON report");
+    let (run, report) = probe_measured(body, limit);
     eprintln!(
         "probe against {n} keys: peak {} KiB, {:?}",
         run.peak_kib, run.elapsed
