@@ -68,9 +68,42 @@ pub fn wait_for_port(guard: &mut Guard, port: u16, within: Duration) -> Result<(
     }
 }
 
-/// The `cargo` that runs xtask (`$CARGO`), else `cargo` from `PATH`.
+/// The `cargo` that runs xtask (`$CARGO`), else `cargo` from `PATH`, without the
+/// variables `cargo run` set for xtask (see [`without_cargo_run_env`]).
 pub fn cargo() -> Command {
-    Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+    let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    without_cargo_run_env(&mut cmd);
+    cmd
+}
+
+/// Variables that `cargo run` sets for the program it runs, here xtask, on top of
+/// `CARGO_PKG_*`.
+const CARGO_RUN_VARS: &[&str] = &[
+    "CARGO_MANIFEST_DIR",
+    "CARGO_MANIFEST_PATH",
+    "CARGO_MANIFEST_LINKS",
+    "CARGO_CRATE_NAME",
+    "CARGO_BIN_NAME",
+    "CARGO_PRIMARY_PACKAGE",
+    "CARGO_RUSTC_CURRENT_DIR",
+];
+
+/// Removes from `cmd`'s environment what `cargo run` set for xtask: the package's
+/// `CARGO_MANIFEST_DIR`, `CARGO_PKG_NAME`, `CARGO_PKG_VERSION`, ... A cargo started from
+/// xtask (directly or through maturin) would otherwise see them, and build scripts that
+/// declare `rerun-if-env-changed` for them (ring's does, for `CARGO_MANIFEST_DIR` and
+/// `CARGO_PKG_*`) would count as changed: ring and everything above it (rustls,
+/// tokio-rustls, the client, the validator, the harness and xtask itself) were rebuilt
+/// at every switch between `cargo xtask ...` and a cargo started by it, about 40 s each
+/// time in CI.
+pub fn without_cargo_run_env(cmd: &mut Command) -> &mut Command {
+    for (name, _) in std::env::vars_os() {
+        let Some(name) = name.to_str() else { continue };
+        if name.starts_with("CARGO_PKG_") || CARGO_RUN_VARS.contains(&name) {
+            cmd.env_remove(name);
+        }
+    }
+    cmd
 }
 
 /// Cargo's target directory for the workspace at `root` (honours `CARGO_TARGET_DIR`).
@@ -145,5 +178,38 @@ mod tests {
     fn durations_read_well() {
         assert_eq!(fmt_duration(Duration::from_millis(12_340)), "12.3s");
         assert_eq!(fmt_duration(Duration::from_secs(245)), "4m 05s");
+    }
+
+    /// `cargo test` sets for this test binary what `cargo run` sets for xtask; a child
+    /// started through `without_cargo_run_env` sees none of it, and the rest as it was.
+    #[cfg(unix)]
+    #[test]
+    fn children_do_not_inherit_what_cargo_run_set() {
+        assert!(std::env::var_os("CARGO_MANIFEST_DIR").is_some());
+        assert!(std::env::var_os("CARGO_PKG_NAME").is_some());
+        let mut cmd = Command::new("env");
+        let out = without_cargo_run_env(&mut cmd).output().unwrap();
+        assert!(out.status.success());
+        let env = String::from_utf8(out.stdout).unwrap();
+        let names: Vec<&str> = env
+            .lines()
+            .filter_map(|l| l.split_once('='))
+            .map(|(n, _)| n)
+            .collect();
+        for gone in [
+            "CARGO_MANIFEST_DIR",
+            "CARGO_PKG_NAME",
+            "CARGO_PKG_VERSION",
+            "CARGO_CRATE_NAME",
+        ] {
+            assert!(!names.contains(&gone), "{gone} reached the child");
+        }
+        assert!(names.contains(&"PATH"), "PATH was removed");
+        // The cargo that xtask starts is configured the same way.
+        assert!(
+            cargo()
+                .get_envs()
+                .any(|(n, v)| n == "CARGO_PKG_NAME" && v.is_none())
+        );
     }
 }

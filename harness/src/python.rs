@@ -107,6 +107,8 @@ pub fn fresh_venv(venv: &Path) -> Result<PathBuf> {
 /// A `Command` for a venv's Python with a reproducible, isolated environment.
 pub fn command(python: &Path) -> Command {
     let mut cmd = Command::new(python);
+    // maturin runs cargo: it must not see what `cargo run` set for xtask.
+    crate::process::without_cargo_run_env(&mut cmd);
     cmd.env("PYTHONHASHSEED", "0")
         .env("PYTHONDONTWRITEBYTECODE", "1")
         .env("PYTHONNOUSERSITE", "1")
