@@ -135,13 +135,19 @@ pub fn is_deviation(family: &str) -> bool {
 /// `$MAGMA_COACHING_CORPUS`, else beside `$MAGMA_PUBLIC_CORPUS` (then it must
 /// exist in either case: CI sets the latter and checks both), else
 /// `shared/conformance/coaching-public.jsonl` beside the repository, else
-/// `None`.
+/// `None`, after a line on standard error saying what is skipped.
 pub fn coaching_corpus(manifest_dir: &str) -> Option<PathBuf> {
     let required = if let Some(p) = std::env::var_os("MAGMA_COACHING_CORPUS") {
         Some(PathBuf::from(p))
     } else {
-        std::env::var_os("MAGMA_PUBLIC_CORPUS")
-            .map(|p| PathBuf::from(p).with_file_name("coaching-public.jsonl"))
+        std::env::var_os("MAGMA_PUBLIC_CORPUS").map(|p| {
+            let p = PathBuf::from(p);
+            if p.is_dir() {
+                p.join("coaching-public.jsonl")
+            } else {
+                p.with_file_name("coaching-public.jsonl")
+            }
+        })
     };
     if let Some(p) = required {
         assert!(
@@ -152,22 +158,40 @@ pub fn coaching_corpus(manifest_dir: &str) -> Option<PathBuf> {
         return Some(p);
     }
     let p = PathBuf::from(manifest_dir).join("../../../shared/conformance/coaching-public.jsonl");
-    p.is_file().then_some(p)
+    found_or_skipped(p, "coaching corpus", "MAGMA_COACHING_CORPUS")
 }
 
 /// The public corpus of reference verdicts: `$MAGMA_PUBLIC_CORPUS` (then it
 /// must exist), else `shared/conformance/public.jsonl` beside the repository,
-/// else `None`. `manifest_dir` is the calling crate's `CARGO_MANIFEST_DIR`.
+/// else `None`, after a line on standard error saying what is skipped.
+/// `MAGMA_PUBLIC_CORPUS` may also name the folder holding `public.jsonl`.
+/// `manifest_dir` is the calling crate's `CARGO_MANIFEST_DIR`.
 pub fn public_corpus(manifest_dir: &str) -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("MAGMA_PUBLIC_CORPUS") {
         let p = PathBuf::from(p);
+        let p = if p.is_dir() {
+            p.join("public.jsonl")
+        } else {
+            p
+        };
         assert!(
             p.is_file(),
-            "MAGMA_PUBLIC_CORPUS={} is not a file",
+            "MAGMA_PUBLIC_CORPUS: {} is not a file",
             p.display()
         );
         return Some(p);
     }
     let p = PathBuf::from(manifest_dir).join("../../../shared/conformance/public.jsonl");
-    p.is_file().then_some(p)
+    found_or_skipped(p, "public corpus", "MAGMA_PUBLIC_CORPUS")
+}
+
+/// `Some(path)` if `path` is a file; else says on standard error that the checks of
+/// `what` are skipped, and how to run them.
+#[allow(clippy::print_stderr, reason = "the note is for whoever reads the test output")]
+fn found_or_skipped(path: PathBuf, what: &str, variable: &str) -> Option<PathBuf> {
+    if path.is_file() {
+        return Some(path);
+    }
+    eprintln!("SKIPPED, nothing checked against the {what}: not found; set {variable} to check it");
+    None
 }

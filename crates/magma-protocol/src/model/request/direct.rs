@@ -191,12 +191,12 @@ fn request(c: &mut Cursor<'_>) -> Option<AgentRequest> {
 #[allow(clippy::print_stderr)] // the tests report what they counted
 mod tests {
     use std::cell::RefCell;
-    use std::path::{Path, PathBuf};
+    use std::path::Path;
 
     use super::*;
     use crate::json::{Json, Object};
 
-    use magma_testkit::fixtures::{TINY_BODY, bench_like_request, http_body};
+    use magma_testkit::fixtures::{TINY_BODY, bench_like_request, http_body, public_corpus};
     include!("../../../tests/support/corpus_docs.rs");
 
     /// The exact path, as `from_slice` runs it when this reader says `None`.
@@ -274,29 +274,6 @@ mod tests {
         docs
     }
 
-    /// The public corpus, found as `magma_testkit::fixtures::public_corpus` finds it
-    /// (`MAGMA_PUBLIC_CORPUS`, a file or a directory holding `public.jsonl`,
-    /// else `shared/conformance/public.jsonl` beside the repository).
-    fn public_corpus() -> Option<PathBuf> {
-        if let Some(p) = std::env::var_os("MAGMA_PUBLIC_CORPUS") {
-            let p = PathBuf::from(p);
-            let p = if p.is_dir() {
-                p.join("public.jsonl")
-            } else {
-                p
-            };
-            assert!(
-                p.is_file(),
-                "MAGMA_PUBLIC_CORPUS: {} is not a file",
-                p.display()
-            );
-            return Some(p);
-        }
-        let p =
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/conformance/public.jsonl");
-        p.is_file().then_some(p)
-    }
-
     /// `true` if a key of the (valid JSON) document has an escape.
     fn has_escaped_key(doc: &str) -> bool {
         let b = doc.as_bytes();
@@ -330,9 +307,8 @@ mod tests {
     #[test]
     fn the_direct_reader_agrees_with_the_exact_path_on_the_corpora() {
         let mut corpora = vec![("fixtures", fixture_docs())];
-        match public_corpus() {
-            Some(p) => corpora.push(("public corpus", corpus_docs(&p, "request"))),
-            None => eprintln!("public corpus not found; set MAGMA_PUBLIC_CORPUS to check it"),
+        if let Some(p) = public_corpus(env!("CARGO_MANIFEST_DIR")) {
+            corpora.push(("public corpus", corpus_docs(&p, "request")));
         }
         let mut failures = Vec::new();
         for (name, docs) in corpora {

@@ -338,11 +338,11 @@ fn request(c: &mut Cursor<'_>) -> Option<SpecializedCoachingRequest> {
 #[cfg(test)]
 #[allow(clippy::print_stderr)] // the tests report what they counted
 mod tests {
-    use std::path::{Path, PathBuf};
+    use std::path::Path;
 
     use super::*;
 
-    use magma_testkit::fixtures::gen_like_coaching_request;
+    use magma_testkit::fixtures::{coaching_corpus, gen_like_coaching_request};
     include!("../../../../tests/support/corpus_docs.rs");
 
     /// The exact path, as `from_slice` runs it when this reader says `None`.
@@ -423,28 +423,11 @@ mod tests {
         docs
     }
 
-    /// The coaching corpus, found as `tests/it/deviations.rs` finds it
-    /// (`MAGMA_COACHING_CORPUS`, else `coaching-public.jsonl` beside
-    /// `MAGMA_PUBLIC_CORPUS`, else beside the repository).
-    fn coaching_corpus() -> Option<PathBuf> {
-        if let Some(p) = std::env::var_os("MAGMA_COACHING_CORPUS") {
-            return Some(PathBuf::from(p));
-        }
-        let p = match std::env::var_os("MAGMA_PUBLIC_CORPUS") {
-            Some(p) if Path::new(&p).is_dir() => PathBuf::from(p).join("coaching-public.jsonl"),
-            Some(p) => PathBuf::from(p).with_file_name("coaching-public.jsonl"),
-            None => Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("../../../shared/conformance/coaching-public.jsonl"),
-        };
-        p.is_file().then_some(p)
-    }
-
     #[test]
     fn the_direct_reader_agrees_with_the_exact_path_on_the_corpora() {
         let mut corpora = vec![("fixtures", fixture_docs())];
-        match coaching_corpus() {
-            Some(p) => corpora.push(("coaching corpus", corpus_docs(&p, "coaching_request"))),
-            None => eprintln!("coaching corpus not found; set MAGMA_PUBLIC_CORPUS to check it"),
+        if let Some(p) = coaching_corpus(env!("CARGO_MANIFEST_DIR")) {
+            corpora.push(("coaching corpus", corpus_docs(&p, "coaching_request")));
         }
         let mut failures = Vec::new();
         for (name, docs) in corpora {
