@@ -187,7 +187,10 @@ pub fn public_corpus(manifest_dir: &str) -> Option<PathBuf> {
 
 /// `Some(path)` if `path` is a file; else says on standard error that the checks of
 /// `what` are skipped, and how to run them.
-#[allow(clippy::print_stderr, reason = "the note is for whoever reads the test output")]
+#[allow(
+    clippy::print_stderr,
+    reason = "the note is for whoever reads the test output"
+)]
 fn found_or_skipped(path: PathBuf, what: &str, variable: &str) -> Option<PathBuf> {
     if path.is_file() {
         return Some(path);

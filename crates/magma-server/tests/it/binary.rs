@@ -1,13 +1,12 @@
 //! The `magma-server` binary as users run it: flags, logs, signals.
 
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::{Arc, Mutex};
+use std::process::{Command, ExitStatus, Stdio};
 use std::time::Duration;
 
 use bytes::Bytes;
 use http::Method;
+use magma_testkit::process::{LoggedChild, listening_addr};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -17,9 +16,8 @@ pub(crate) const BIN: &str = env!("CARGO_BIN_EXE_magma-server");
 
 /// A running `magma-server` process with its standard error collected.
 pub(crate) struct Binary {
-    child: Child,
+    proc: LoggedChild,
     pub(crate) addr: SocketAddr,
-    log: Arc<Mutex<Vec<String>>>,
 }
 
 impl Binary {
@@ -39,59 +37,31 @@ impl Binary {
         cmd.args(["--listen", "127.0.0.1:0"])
             .args(args)
             .envs(env.iter().copied());
-        cmd.stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
         match rust_log {
             Some(filter) => cmd.env("RUST_LOG", filter),
             None => cmd.env_remove("RUST_LOG"),
         };
-        let mut child = cmd.spawn().expect("spawn magma-server");
-        let stderr = child.stderr.take().expect("stderr");
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let sink = Arc::clone(&log);
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                sink.lock().unwrap().push(line);
-            }
-        });
         let mut binary = Binary {
-            child,
+            proc: LoggedChild::spawn("magma-server", &mut cmd),
             addr: "0.0.0.0:0".parse().unwrap(),
-            log,
         };
         let line = binary.wait_for_log("listening on ").await;
-        let url = line
-            .split("listening on ")
-            .nth(1)
-            .unwrap()
-            .split(|c: char| c.is_whitespace() || c == '"')
-            .next()
-            .unwrap();
-        let host_port = url.split("://").nth(1).unwrap();
-        binary.addr = host_port
-            .parse()
-            .unwrap_or_else(|_| panic!("address in {line:?}"));
+        binary.addr = listening_addr(&line);
         binary
     }
 
     pub(crate) fn log(&self) -> String {
-        self.log.lock().unwrap().join("\n")
+        self.proc.log()
     }
 
     /// Waits for a log line containing `needle`; returns it.
     pub(crate) async fn wait_for_log(&mut self, needle: &str) -> String {
         within(&format!("log line {needle:?}"), async {
             loop {
-                if let Some(line) = self.log.lock().unwrap().iter().find(|l| l.contains(needle)) {
-                    return line.clone();
+                if let Some(line) = self.proc.find(needle) {
+                    return line;
                 }
-                if let Ok(Some(status)) = self.child.try_wait() {
-                    panic!(
-                        "magma-server exited ({status}) before logging {needle:?}:\n{}",
-                        self.log()
-                    );
-                }
+                self.proc.assert_running(needle);
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
         })
@@ -101,7 +71,7 @@ impl Binary {
     pub(crate) fn signal(&self, name: &str) {
         let status = Command::new("kill")
             .arg(format!("-{name}"))
-            .arg(self.child.id().to_string())
+            .arg(self.proc.id().to_string())
             .status()
             .expect("run kill");
         assert!(status.success(), "kill -{name} failed");
@@ -110,22 +80,13 @@ impl Binary {
     pub(crate) async fn wait_exit(&mut self) -> ExitStatus {
         within("magma-server to exit", async {
             loop {
-                if let Some(status) = self.child.try_wait().expect("try_wait") {
+                if let Some(status) = self.proc.exited() {
                     return status;
                 }
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
         })
         .await
-    }
-}
-
-impl Drop for Binary {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
     }
 }
 

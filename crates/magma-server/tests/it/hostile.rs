@@ -25,20 +25,18 @@ pub(crate) mod binary_process {
     //! The release-shaped binary, started here (not through `binary::Binary`)
     //! because these tests read its `/proc/<pid>` entries.
 
-    use std::io::{BufRead, BufReader};
     use std::net::SocketAddr;
-    use std::process::{Command, Stdio};
-    use std::sync::{Arc, Mutex, mpsc};
+    use std::process::Command;
     use std::time::Duration;
 
-    use magma_testkit::process::{self, ChildGuard};
+    use magma_testkit::process::{self, LoggedChild, listening_addr};
 
     use crate::binary::BIN;
 
+    /// The binary, its address and its log.
     pub(crate) struct Proc {
-        child: ChildGuard,
+        child: LoggedChild,
         pub(crate) addr: SocketAddr,
-        log: Arc<Mutex<Vec<String>>>,
     }
 
     impl Proc {
@@ -53,47 +51,21 @@ pub(crate) mod binary_process {
             // `MAGMA_SERVER_BIN` measures another build (the release
             // binary, for the figures of docs/security.md).
             let bin = std::env::var_os("MAGMA_SERVER_BIN").unwrap_or_else(|| BIN.into());
-            let mut child = Command::new(bin)
-                .args(["--listen", "127.0.0.1:0"])
-                .args(args)
-                .env("RUST_LOG", rust_log)
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::piped())
-                .spawn()
-                .expect("spawn magma-server");
-            let stderr = child.stderr.take().expect("stderr");
-            let (tx, rx) = mpsc::channel();
-            let log = Arc::new(Mutex::new(Vec::new()));
-            let sink = Arc::clone(&log);
-            std::thread::spawn(move || {
-                let mut sent = false;
-                for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                    if !sent && line.contains("listening on ") {
-                        let _ = tx.send(line.clone());
-                        sent = true;
-                    }
-                    sink.lock().unwrap().push(line);
-                }
-            });
-            let child = ChildGuard::new(child);
-            let Ok(line) = rx.recv_timeout(Duration::from_secs(30)) else {
-                panic!("magma-server did not log its address within 30 s");
-            };
-            let url = line.split("listening on ").nth(1).unwrap();
-            let host_port = url.split("://").nth(1).unwrap();
-            let addr = host_port
-                .split_whitespace()
-                .next()
-                .unwrap()
-                .parse()
-                .unwrap();
-            Proc { child, addr, log }
+            let mut child = LoggedChild::spawn(
+                "magma-server",
+                Command::new(bin)
+                    .args(["--listen", "127.0.0.1:0"])
+                    .args(args)
+                    .env("RUST_LOG", rust_log),
+            );
+            let line = child.wait_for_log("listening on ", Duration::from_secs(30));
+            let addr = listening_addr(&line);
+            Proc { child, addr }
         }
 
         /// Everything logged so far.
         pub(crate) fn log(&self) -> String {
-            self.log.lock().unwrap().join("\n")
+            self.child.log()
         }
 
         /// Resident memory now, in KiB.
@@ -112,7 +84,7 @@ pub(crate) mod binary_process {
         }
 
         pub(crate) fn is_running(&mut self) -> bool {
-            self.child.is_running()
+            self.child.guard().is_running()
         }
     }
 }
