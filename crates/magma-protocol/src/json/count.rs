@@ -2,7 +2,7 @@
 //! a reader that knows how many elements a document may hold refuses a
 //! longer one before it costs anything.
 
-use super::lex::ws_end;
+use super::lex::{escaped_string_end, ws_end};
 use super::parse::{Limits, Parser};
 
 /// The index, in the top-level array of `src`, of its element number `n`
@@ -14,34 +14,78 @@ use super::parse::{Limits, Parser};
 ///
 /// Scalars are not counted: the parser keeps only the first ones where a
 /// model belongs and counts the rest, so that they cost nothing.
+///
+/// Two passes, so that a document within the count costs one light pass:
+/// the first finds the element by the structure alone (strings, brackets,
+/// commas), the second, only when there is one, reads the elements before
+/// it as the parser would.
 pub(crate) fn nth_container(src: &[u8], limits: Limits, n: usize) -> Option<usize> {
-    if src.starts_with("\u{feff}".as_bytes()) {
+    if src.starts_with("\u{feff}".as_bytes()) || limits.depth == 0 {
         return None;
     }
+    let open = ws_end(src, 0);
+    if src.get(open) != Some(&b'[') {
+        return None;
+    }
+    let index = find_nth_container(src, open, n)?;
     let text = std::str::from_utf8(src).ok()?;
     let mut p = Parser::new(src, text, limits);
-    let mut i = ws_end(src, 0);
-    if src.get(i) != Some(&b'[') || limits.depth == 0 {
-        return None;
-    }
-    let mut seen = 0usize;
-    for index in 0.. {
-        i = ws_end(src, i + 1);
-        let container = matches!(src.get(i), Some(b'{' | b'['));
-        if container {
-            if seen == n {
-                return Some(index);
-            }
-            seen += 1;
-        }
-        p.set_pos(i);
+    let mut i = open;
+    for _ in 0..index {
+        p.set_pos(ws_end(src, i + 1));
         p.skip_value(1).ok()?;
         i = ws_end(src, p.pos());
         if src.get(i) != Some(&b',') {
             return None;
         }
     }
-    None
+    let at = ws_end(src, i + 1);
+    matches!(src.get(at), Some(b'{' | b'[')).then_some(index)
+}
+
+/// The first pass of [`nth_container`]: the index of the element by the
+/// structure alone, valid or not (the second pass checks), from the `[`
+/// at `open`.
+fn find_nth_container(src: &[u8], open: usize, n: usize) -> Option<usize> {
+    let mut seen = 0usize;
+    let mut index = 0usize;
+    let mut depth = 0usize;
+    let mut i = open + 1;
+    // At the start of an element of the top-level array.
+    let mut element = true;
+    loop {
+        if element {
+            i = ws_end(src, i);
+            element = false;
+            if matches!(src.get(i), Some(b'{' | b'[')) {
+                if seen == n {
+                    return Some(index);
+                }
+                seen += 1;
+            }
+        }
+        match *src.get(i)? {
+            b'"' => {
+                i = escaped_string_end(src, i + 1);
+                if src.get(i) != Some(&b'"') {
+                    return None;
+                }
+            }
+            b'{' | b'[' => depth += 1,
+            b'}' | b']' => {
+                if depth == 0 {
+                    return None;
+                }
+                depth -= 1;
+            }
+            b',' if depth == 0 => {
+                index += 1;
+                element = true;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
 }
 
 #[cfg(test)]
@@ -70,6 +114,17 @@ mod tests {
         assert_eq!(nth("\u{feff}[{}]", 0), None);
         // An error after it does not matter: the element is there.
         assert_eq!(nth(r#"[{}, {}, {"#, 1), Some(1));
+        // Brackets and commas in strings, escaped quotes included.
+        let doc = r#"["{,[", {"a\"]": "}"}, "\\", [",", "]"], {}]"#;
+        assert_eq!(nth(doc, 0), Some(1));
+        assert_eq!(nth(doc, 1), Some(3));
+        assert_eq!(nth(doc, 2), Some(4));
+        assert_eq!(nth(doc, 3), None);
+        // What the structure alone would count, the parser refuses.
+        assert_eq!(nth(r#"[{"a" 1}, {}]"#, 1), None);
+        assert_eq!(nth(r#"[{"a": tru}, {}]"#, 1), None);
+        assert_eq!(nth("[{\"a\": \"\u{1}\"}, {}]", 1), None);
+        assert_eq!(nth(r#"[{]}, {}]"#, 1), None);
     }
 
     #[test]
