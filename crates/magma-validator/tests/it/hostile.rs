@@ -303,3 +303,104 @@ fn one_object_of_two_million_keys_stays_under_twice_the_limit() {
         "{report:#}"
     );
 }
+
+/// `[c0,c1,...]`: valid candidates of one request (`request_id` `"r"`,
+/// input 0), of at most `bytes` bytes (and at least `bytes - 200`), and
+/// how many.
+fn many_candidates(bytes: usize) -> (Vec<u8>, usize) {
+    let mut doc = Vec::with_capacity(bytes);
+    doc.push(b'[');
+    let mut n = 0;
+    loop {
+        let c = format!(
+            r#"{{"request_id":"r","source_id":0,"candidate_index":{n},"status":"completed","memory":{{}},"output":{{"say":"hi"}}}}"#
+        );
+        if doc.len() + c.len() + 2 > bytes {
+            break;
+        }
+        if n > 0 {
+            doc.push(b',');
+        }
+        doc.extend_from_slice(c.as_bytes());
+        n += 1;
+    }
+    doc.push(b']');
+    assert!(doc.len() <= bytes && doc.len() + 200 >= bytes);
+    (doc, n)
+}
+
+/// An agent answering every request with 16 MiB of small valid candidates
+/// (about 150,000; built, each costs about 1.6 kB): the probe refuses
+/// them at the first one its request did not ask for, before building
+/// any, and stays under twice its limit.
+#[test]
+fn the_probe_stays_under_twice_its_limit_against_many_candidates() {
+    let limit = 16 * MIB;
+    let (body, n) = many_candidates(limit - 1);
+    let (run, report) = probe_measured(body, limit);
+    eprintln!(
+        "probe against {n} candidates: peak {} KiB, {:?}",
+        run.peak_kib, run.elapsed
+    );
+    assert_eq!(run.code, 1, "{report:#}");
+    let limit_kib = (limit / 1024) as u64;
+    assert!(run.peak_kib > limit_kib * 9 / 10, "{} KiB", run.peak_kib);
+    assert!(run.peak_kib < 2 * limit_kib, "{} KiB", run.peak_kib);
+    let checks = report["checks"].as_array().unwrap();
+    let refused: Vec<(String, String, String)> = checks
+        .iter()
+        .flat_map(findings)
+        .filter(|(code, _, message)| {
+            code == "candidates_mismatch" && message.contains("and the response holds more")
+        })
+        .collect();
+    assert!(!refused.is_empty(), "{report:#}");
+    // The probe's requests ask for one to a few candidates: the first one
+    // too many is early in the list.
+    assert!(
+        refused.iter().all(|(_, location, _)| location.len() <= 4),
+        "{refused:?}"
+    );
+}
+
+/// A valid response whose one candidate has a `memory` of 1.4 million keys
+/// (16 MiB): kept as its text, so that `check` holds the file, one copy of
+/// it and, while the keys are checked for repeats, a set of about 8 bytes
+/// a key: under three times the file (the debug binary's 12 MiB
+/// included), where the tree of those keys cost 19 times it.
+#[test]
+fn a_memory_of_a_million_keys_is_checked_within_twice_its_size() {
+    let size = 16 * MIB;
+    let head =
+        r#"[{"request_id":"r","source_id":0,"candidate_index":0,"status":"completed","memory":{"#;
+    let tail = r#"},"output":{"say":"hi"}}]"#;
+    let mut doc = String::with_capacity(size);
+    doc.push_str(head);
+    let mut n = 0;
+    loop {
+        let member = format!(r#""k{n}":{}"#, n % 10);
+        if doc.len() + member.len() + 1 + tail.len() > size {
+            break;
+        }
+        if n > 0 {
+            doc.push(',');
+        }
+        doc.push_str(&member);
+        n += 1;
+    }
+    doc.push_str(tail);
+    let dir = TempDir::new("memory");
+    let file = dir.file("memory.json", doc.as_bytes());
+    drop(doc);
+    let run = run_measured(&["check", "--kind", "response", "--format", "json", &file]);
+    let report: Value = serde_json::from_slice(&run.stdout).expect("a JSON report");
+    eprintln!(
+        "check of a memory of {n} keys: peak {} KiB, {:?}",
+        run.peak_kib, run.elapsed
+    );
+    assert_eq!(run.code, 0, "{report:#}");
+    assert!(n > 1_000_000, "{n}");
+    let size_kib = (size / 1024) as u64;
+    assert!(run.peak_kib > size_kib * 9 / 10, "{} KiB", run.peak_kib);
+    assert!(run.peak_kib < 3 * size_kib, "{} KiB", run.peak_kib);
+}

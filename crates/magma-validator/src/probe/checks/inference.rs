@@ -114,12 +114,17 @@ fn empty_inputs(s: &mut Session, check: &mut Check) {
         ),
         Ok(a) => {
             s.observe_content_type(&Method::POST, "/v1/responses", &a);
-            match AgentResponse::from_slice(a.body()) {
-                Err(e) => push_capped(check, DocumentKind::Response, &e),
-                Ok(r) => match r.validate_request(&request) {
+            let read = AgentResponse::check_candidate_count(a.body(), &request)
+                .map_err(|m| check.push(crate::check::mismatch_finding(&m)))
+                .and_then(|()| {
+                    AgentResponse::from_slice(a.body())
+                        .map_err(|e| push_capped(check, DocumentKind::Response, &e))
+                });
+            if let Ok(r) = read {
+                match r.validate_request(&request) {
                     Err(m) => check.push(crate::check::mismatch_finding(&m)),
                     Ok(()) => check.verified(format!("{} []", a.status())),
-                },
+                }
             }
         }
     }
