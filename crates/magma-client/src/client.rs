@@ -427,9 +427,9 @@ impl Client {
     ///
     /// A body holding more candidates than the request asks for (the sum
     /// of its `num_outputs`) is refused as a `CandidateMismatch` before any
-    /// candidate is built ([`AgentResponse::from_slice_for`]), so reading
-    /// an answer costs about the body plus what the request asked for,
-    /// whatever the agent sends (`docs/security.md`).
+    /// candidate is built ([`AgentResponse::from_slice_for`]): many small
+    /// candidates cannot cost more than the request asked for
+    /// (`docs/security.md` says what an answer can still cost).
     pub fn respond(&self, request: &AgentRequest) -> Result<AgentResponse, Error> {
         let req = RawRequest::post("/v1/responses")
             .header(ACCEPT, JSON)

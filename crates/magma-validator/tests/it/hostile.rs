@@ -115,8 +115,14 @@ fn run_measured(args: &[&str]) -> Measured {
 /// `--max-response-bytes limit` and a 4 s deadline, measuring the probe;
 /// returns the measure and the JSON report.
 fn probe_measured(body: Vec<u8>, limit: usize) -> (Measured, Value) {
+    probe_measured_within(body, limit, 4)
+}
+
+/// [`probe_measured`] with a deadline of `deadline` seconds.
+fn probe_measured_within(body: Vec<u8>, limit: usize, deadline: u64) -> (Measured, Value) {
     let server = agent_answering(body);
     let limit_arg = limit.to_string();
+    let deadline_arg = deadline.to_string();
     let run = run_measured(&[
         "probe",
         &server.url(),
@@ -127,7 +133,7 @@ fn probe_measured(body: Vec<u8>, limit: usize) -> (Measured, Value) {
         "--ready-timeout",
         "5",
         "--deadline",
-        "4",
+        &deadline_arg,
         "--max-response-bytes",
         &limit_arg,
     ]);
@@ -332,12 +338,13 @@ fn many_candidates(bytes: usize) -> (Vec<u8>, usize) {
 /// An agent answering every request with 16 MiB of small valid candidates
 /// (about 150,000; built, each costs about 1.6 kB): the probe refuses
 /// them at the first one its request did not ask for, before building
-/// any, and stays under twice its limit.
+/// any, and stays under twice its limit. Every check runs (the deadline is
+/// generous: each reads the answer once, without building it).
 #[test]
 fn the_probe_stays_under_twice_its_limit_against_many_candidates() {
     let limit = 16 * MIB;
     let (body, n) = many_candidates(limit - 1);
-    let (run, report) = probe_measured(body, limit);
+    let (run, report) = probe_measured_within(body, limit, 300);
     eprintln!(
         "probe against {n} candidates: peak {} KiB, {:?}",
         run.peak_kib, run.elapsed
@@ -360,6 +367,21 @@ fn the_probe_stays_under_twice_its_limit_against_many_candidates() {
     assert!(
         refused.iter().all(|(_, location, _)| location.len() <= 4),
         "{refused:?}"
+    );
+    // No check ran into the deadline: all of them read the answer.
+    let late: Vec<&Value> = checks
+        .iter()
+        .filter(|c| findings(c).iter().any(|(code, _, _)| code == "deadline"))
+        .collect();
+    assert!(late.is_empty(), "{late:#?}");
+    let no_content_type = checks
+        .iter()
+        .find(|c| c["name"] == "content-type-missing")
+        .expect("the content-type-missing check");
+    assert_eq!(
+        findings(no_content_type)[0].0,
+        "content_type_missing",
+        "{no_content_type:#}"
     );
 }
 
