@@ -424,15 +424,27 @@ impl Client {
     /// `validate_request` ([`ErrorKind::CandidateMismatch`]): an `Ok`
     /// response has, in order, `num_outputs` candidates for each input,
     /// each echoing the `request_id`. Never retried.
+    ///
+    /// A body holding more candidates than the request asks for (the sum
+    /// of its `num_outputs`) is refused as a `CandidateMismatch` before any
+    /// candidate is built ([`AgentResponse::from_slice_for`]): many small
+    /// candidates cannot cost more than the request asked for
+    /// (`docs/security.md` says what an answer can still cost).
     pub fn respond(&self, request: &AgentRequest) -> Result<AgentResponse, Error> {
         let req = RawRequest::post("/v1/responses")
             .header(ACCEPT, JSON)
             .json(Bytes::from(request.to_json_string()));
         let url = self.url("/v1/responses");
-        let response = self.typed(req, AgentResponse::from_slice)?;
+        let body = self.body_of(req, not_2xx)?;
+        let at = |kind| Error::new(kind).at(&Method::POST, &url);
+        AgentResponse::check_candidate_count(&body, request)
+            .map_err(|m| at(ErrorKind::CandidateMismatch(m)))?;
+        let response =
+            AgentResponse::from_slice(&body).map_err(|e| at(ErrorKind::InvalidBody(e)))?;
+        drop(body);
         response
             .validate_request(request)
-            .map_err(|m| Error::new(ErrorKind::CandidateMismatch(m)).at(&Method::POST, &url))?;
+            .map_err(|m| at(ErrorKind::CandidateMismatch(m)))?;
         Ok(response)
     }
 
@@ -489,11 +501,7 @@ impl Client {
         request: RawRequest,
         parse: fn(&[u8]) -> Result<T, magma_protocol::Error>,
     ) -> Result<T, Error> {
-        self.typed_with(request, parse, |s| match s.status() {
-            StatusCode::SERVICE_UNAVAILABLE => ErrorKind::NotReady(s),
-            StatusCode::GATEWAY_TIMEOUT => ErrorKind::InferenceTimeout(s),
-            _ => ErrorKind::Status(s),
-        })
+        self.typed_with(request, parse, not_2xx)
     }
 
     /// [`typed`](Self::typed) with the route's own reading of non-2xx
@@ -506,13 +514,35 @@ impl Client {
     ) -> Result<T, Error> {
         let method = request.method.clone();
         let url = self.url(&request.path);
+        let body = self.body_of(request, failed)?;
+        parse(&body).map_err(|e| Error::new(ErrorKind::InvalidBody(e)).at(&method, &url))
+    }
+
+    /// Executes and requires 2xx: the body, else the error `failed` makes of
+    /// the status.
+    fn body_of(
+        &self,
+        request: RawRequest,
+        failed: fn(HttpStatus) -> ErrorKind,
+    ) -> Result<Bytes, Error> {
+        let method = request.method.clone();
+        let url = self.url(&request.path);
         let response = self.execute(request)?;
         let (status, headers, body) = response.into_parts();
         if !status.is_success() {
             let kind = failed(HttpStatus::new(status, headers, body));
             return Err(Error::new(kind).at(&method, &url));
         }
-        parse(&body).map_err(|e| Error::new(ErrorKind::InvalidBody(e)).at(&method, &url))
+        Ok(body)
+    }
+}
+
+/// How most routes read a non-2xx status.
+fn not_2xx(s: HttpStatus) -> ErrorKind {
+    match s.status() {
+        StatusCode::SERVICE_UNAVAILABLE => ErrorKind::NotReady(s),
+        StatusCode::GATEWAY_TIMEOUT => ErrorKind::InferenceTimeout(s),
+        _ => ErrorKind::Status(s),
     }
 }
 

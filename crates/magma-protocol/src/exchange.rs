@@ -4,7 +4,8 @@
 use std::fmt;
 
 use crate::error::{ErrorKind, Issue};
-use crate::json::{Location, Object, Segment};
+use crate::json::{Location, Object, Segment, nth_container};
+use crate::limits::READ;
 use crate::model::{AgentInput, AgentOutput, AgentRequest, AgentResponse, Outcome};
 
 /// The `(request_id, source_id, candidate_index)` that identifies a candidate.
@@ -55,6 +56,20 @@ impl CandidateMismatch {
             expected,
             found,
             what,
+        }
+    }
+
+    /// The element at `position` is a candidate past the `expected` ones
+    /// the request asks for, found before the response was built.
+    fn unread_extra(position: usize, expected: usize) -> Self {
+        CandidateMismatch {
+            position,
+            expected: None,
+            found: None,
+            what: format!(
+                "candidate {position} is extra: the request asks for {expected} candidates \
+                 and the response holds more (not read further)"
+            ),
         }
     }
 
@@ -112,6 +127,68 @@ impl AgentResponse {
         }
         match actual.get(pos) {
             Some(extra) => Err(CandidateMismatch::new(pos, None, Some(key_of(extra)))),
+            None => Ok(()),
+        }
+    }
+
+    /// Reads the answer to `request`: [`AgentResponse::from_slice`], then
+    /// [`validate_request`](AgentResponse::validate_request), except that
+    /// a body holding more objects (or arrays) than the request asks for
+    /// candidates (the sum of its `num_outputs`) is refused before anything
+    /// is built, as a [`CandidateMismatch`] at the first one too many, whose
+    /// `found` is `None`. What reading an answer costs is then bounded by
+    /// what the request asked for: a hostile agent cannot make its caller
+    /// build millions of small candidates that the answer to a request of a
+    /// few could never hold. Scalars are not counted: past the first
+    /// [`MAX_REPORTED_ERRORS`](crate::MAX_REPORTED_ERRORS), they cost
+    /// nothing (the parser only counts them).
+    ///
+    /// An answer refused this way may have other problems too (any answer
+    /// with too many candidates is invalid): they are not reported.
+    ///
+    /// ```
+    /// use magma_protocol::{AgentRequest, AgentResponse, ExchangeError};
+    ///
+    /// let request = AgentRequest::from_slice(br#"{"request_id": "r", "inputs": [{"id": 0,
+    ///     "instruction": {"type": "env", "content": "{}"}}]}"#).unwrap();
+    /// let one = r#"{"request_id": "r", "source_id": 0, "candidate_index": 0,
+    ///     "status": "completed", "memory": {}, "output": {"say": "hi"}}"#;
+    /// assert!(AgentResponse::from_slice_for(format!("[{one}]").as_bytes(), &request).is_ok());
+    /// let Err(ExchangeError::Mismatch(m)) =
+    ///     AgentResponse::from_slice_for(format!("[{one}, {one}]").as_bytes(), &request)
+    /// else {
+    ///     panic!("two candidates for one")
+    /// };
+    /// assert_eq!((m.position, m.found), (1, None));
+    /// ```
+    pub fn from_slice_for(
+        bytes: &[u8],
+        request: &AgentRequest,
+    ) -> Result<AgentResponse, ExchangeError> {
+        AgentResponse::check_candidate_count(bytes, request).map_err(ExchangeError::Mismatch)?;
+        let response = AgentResponse::from_slice(bytes).map_err(ExchangeError::Response)?;
+        response
+            .validate_request(request)
+            .map_err(ExchangeError::Mismatch)?;
+        Ok(response)
+    }
+
+    /// The first step of [`from_slice_for`](AgentResponse::from_slice_for)
+    /// alone: `Err` when the body holds more objects (or arrays) than
+    /// `request` asks for candidates, found by reading the body without
+    /// building anything (the elements before the first one too many as the
+    /// parser reads them); `Ok` otherwise, the body not validated yet.
+    pub fn check_candidate_count(
+        bytes: &[u8],
+        request: &AgentRequest,
+    ) -> Result<(), CandidateMismatch> {
+        let asked = request
+            .inputs()
+            .iter()
+            .fold(0u64, |n, input| n.saturating_add(input.num_outputs.get()));
+        let asked = usize::try_from(asked).unwrap_or(usize::MAX);
+        match nth_container(bytes, READ, asked) {
+            Some(position) => Err(CandidateMismatch::unread_extra(position, asked)),
             None => Ok(()),
         }
     }

@@ -40,15 +40,38 @@ impl KeySet {
     /// Adds the key whose opening quote is at `at` (a key the parser has
     /// already read without error); `true` when no equal key was there.
     pub(crate) fn insert(&mut self, src: &[u8], text: &str, at: usize) -> bool {
-        let key = key_text(src, text, at);
         if let Some(owned) = &mut self.owned {
+            let key = key_text(src, text, at);
             return owned.insert(key.into_owned().into_boxed_str());
         }
-        if (self.len + 1) * 4 > self.slots.len() * 3 {
-            self.grow(src, text);
+        self.insert_by(at, |at| match key_text(src, text, at) {
+            Cow::Borrowed(k) => Cow::Borrowed(k.as_bytes()),
+            Cow::Owned(k) => Cow::Owned(k.into_bytes()),
+        })
+    }
+
+    /// [`insert`](KeySet::insert) for a key without escapes, compared as
+    /// its bytes: the free-form scan's keys, which it has checked to be
+    /// plain. `false` also for a document too long for offsets (the scan
+    /// then leaves the object to the parser).
+    pub(crate) fn insert_plain(&mut self, src: &[u8], at: usize) -> bool {
+        if self.owned.is_some() {
+            return false;
         }
+        self.insert_by(at, |at| plain_key(src, at))
+    }
+
+    /// Adds the key at `at`, the keys read by `key_of`.
+    fn insert_by<K>(&mut self, at: usize, key_of: impl Fn(usize) -> K) -> bool
+    where
+        K: AsRef<[u8]> + PartialEq,
+    {
+        if (self.len + 1) * 4 > self.slots.len() * 3 {
+            self.grow(&key_of);
+        }
+        let key = key_of(at);
         let mask = self.slots.len() - 1;
-        let mut i = (self.hasher.hash_one(key.as_bytes()) as usize) & mask;
+        let mut i = (self.hasher.hash_one(key.as_ref()) as usize) & mask;
         loop {
             match self.slots[i] {
                 0 => {
@@ -58,7 +81,7 @@ impl KeySet {
                     return true;
                 }
                 slot => {
-                    if key_text(src, text, slot as usize - 1) == key {
+                    if key_of(slot as usize - 1) == key {
                         return false;
                     }
                 }
@@ -67,19 +90,25 @@ impl KeySet {
         }
     }
 
-    fn grow(&mut self, src: &[u8], text: &str) {
+    fn grow<K: AsRef<[u8]>>(&mut self, key_of: &impl Fn(usize) -> K) {
         let doubled = vec![0; self.slots.len() * 2];
         let old = std::mem::replace(&mut self.slots, doubled);
         let mask = self.slots.len() - 1;
         for slot in old.into_iter().filter(|&s| s != 0) {
-            let key = key_text(src, text, slot as usize - 1);
-            let mut i = (self.hasher.hash_one(key.as_bytes()) as usize) & mask;
+            let key = key_of(slot as usize - 1);
+            let mut i = (self.hasher.hash_one(key.as_ref()) as usize) & mask;
             while self.slots[i] != 0 {
                 i = (i + 1) & mask;
             }
             self.slots[i] = slot;
         }
     }
+}
+
+/// The bytes of the plain key whose opening quote is at `at`.
+fn plain_key(src: &[u8], at: usize) -> &[u8] {
+    let start = at + 1;
+    &src[start..plain_run_end(src, start)]
 }
 
 impl KeySet {

@@ -20,8 +20,10 @@
 
 // The JSON layer of the crate: values (`value.rs`, `path.rs`), lexing
 // (`lex.rs`), the parser with its own syntax error and the `Shape` a
-// document gives it (`parse.rs`), the free-form scan (`scan.rs`) and the
-// key filter of kept objects (`key_filter.rs`), the cursor of direct
+// document gives it (`parse.rs`), the free-form scan (`scan.rs`), the
+// key filter of kept objects (`key_filter.rs`) and the key set of large
+// ones (`key_set.rs`), the count of a top-level array's containers
+// (`count.rs`), the cursor of direct
 // readers (`cursor.rs`), the writer (`write.rs`), the free-form checks
 // (`check.rs`) and the serde impls of the values (`serde.rs`). It imports
 // nothing from the rest of the crate (`tests/it/tidy.rs` keeps it so): the
@@ -29,6 +31,7 @@
 // their free-form objects are. It is ready to become a crate of its own.
 
 mod check;
+mod count;
 mod cursor;
 mod key_filter;
 mod key_set;
@@ -47,6 +50,7 @@ pub use value::{Json, Map, Number, Object};
 pub use value_conv::{ValueConversionError, ValueLocation};
 
 pub(crate) use check::{FreeFormProblem, check_free_form};
+pub(crate) use count::nth_container;
 pub(crate) use cursor::Cursor;
 pub(crate) use key_filter::KeyFilter;
 // The exact path without the error cap: the direct readers' tests compare

@@ -857,7 +857,7 @@ impl Parser<'_> {
     /// Reads the value in front of the cursor as [`Parser::value_tree`]
     /// does in [`ANY`] mode (the same texts refused with the same errors,
     /// `depth_before` containers already open) without building it.
-    fn skip_value(&mut self, depth_before: usize) -> PResult<()> {
+    pub(super) fn skip_value(&mut self, depth_before: usize) -> PResult<()> {
         let mut open: Vec<u8> = Vec::new();
         'value: loop {
             self.skip_ws();

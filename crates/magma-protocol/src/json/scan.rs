@@ -2,6 +2,7 @@
 //! without building anything, so that a clean one can be kept as its text.
 
 use super::KeyFilter;
+use super::key_set::{KeySet, offsets_fit};
 use super::lex::{number_end, plain_run_end, ws_end};
 use super::parse::Limits;
 
@@ -11,12 +12,11 @@ pub(crate) struct ScanBuffers {
     /// The open containers around the innermost one, `{` or `[`: the
     /// innermost is kept in a local of the scan.
     containers: Vec<u8>,
-    /// Spans of the keys of the open objects, for duplicate checks.
+    /// Spans of the keys of the open objects of up to [`SCAN_KEY_LIMIT`]
+    /// keys, for duplicate checks.
     keys: Vec<(usize, usize)>,
-    /// The open objects around the innermost one: where their keys start in
-    /// `keys`, and the [`KeyFilter`] of their keys, so that most keys
-    /// need no comparison.
-    frames: Vec<(usize, KeyFilter)>,
+    /// The open objects around the innermost one.
+    frames: Vec<ScanFrame>,
 }
 
 impl ScanBuffers {
@@ -39,15 +39,20 @@ impl ScanBuffers {
     }
 }
 
-/// Keys per object checked for duplicates by the fast scan; larger objects
-/// take the tree path.
+/// Keys per object checked for duplicates by comparing them with their
+/// siblings' in [`ScanBuffers::keys`]; a larger object moves its keys into
+/// a [`KeySet`] (a few bytes a key), so that an object of millions of keys
+/// is kept as text too, at a cost that grows with its text only.
 const SCAN_KEY_LIMIT: usize = 64;
 
-/// The object being read by [`scan_free_object`]: where its keys start in
-/// [`ScanBuffers::keys`], and the [`KeyFilter`] of its keys so far.
+/// An object being read by [`scan_free_object`]: where its keys start in
+/// [`ScanBuffers::keys`], the [`KeyFilter`] of its keys so far, so that most
+/// keys need no comparison, and, past [`SCAN_KEY_LIMIT`] keys, the set that
+/// holds them instead.
 struct ScanFrame {
     from: usize,
     seen: KeyFilter,
+    many: Option<Box<KeySet>>,
 }
 
 /// Scans the object at `start` (a `{`) without building anything. Returns the
@@ -81,6 +86,7 @@ pub(crate) fn scan_free_object(
     let mut frame = ScanFrame {
         from: 0,
         seen: KeyFilter::EMPTY,
+        many: None,
     };
     // The bounds of `level`, worked out once: a value inside more than
     // `free_form_depth` containers below the free-form object is refused by
@@ -113,9 +119,9 @@ pub(crate) fn scan_free_object(
                         let inner = ScanFrame {
                             from: sc.keys.len(),
                             seen: KeyFilter::EMPTY,
+                            many: None,
                         };
-                        let outer = std::mem::replace(&mut frame, inner);
-                        sc.frames.push((outer.from, outer.seen));
+                        sc.frames.push(std::mem::replace(&mut frame, inner));
                         i = scan_key(src, i, &mut sc.keys, &mut frame)?;
                     }
                     continue 'value;
@@ -167,8 +173,7 @@ pub(crate) fn scan_free_object(
                         return Some((i, frame.seen));
                     }
                     sc.keys.truncate(frame.from);
-                    let (from, seen) = sc.frames.pop()?;
-                    frame = ScanFrame { from, seen };
+                    frame = sc.frames.pop()?;
                     top = sc.containers.pop()?;
                 }
                 (b']', b'[') => {
@@ -184,7 +189,8 @@ pub(crate) fn scan_free_object(
 
 /// A key and its `:`; `None` for escaped keys and duplicates. Inlined into
 /// its three call sites: a request has a few hundred free-form keys, and the
-/// call cost about a fifth of a key's work.
+/// call cost about a fifth of a key's work. Keys past the
+/// [`SCAN_KEY_LIMIT`]th of an object go to [`many_keys`], out of line.
 #[inline(always)]
 fn scan_key(
     src: &[u8],
@@ -203,20 +209,49 @@ fn scan_key(
     let key = &src[start..j];
     let filter = KeyFilter::of(key);
     let siblings = keys.get(frame.from..)?;
-    if siblings.len() >= SCAN_KEY_LIMIT {
-        return None;
-    }
-    // Only a key the filter may hold can repeat a sibling.
-    if frame.seen.covers(filter) {
-        let same = |&(a, b): &(usize, usize)| b - a == key.len() && &src[a..b] == key;
-        if siblings.iter().any(same) {
-            return None;
+    if frame.many.is_some() || siblings.len() >= SCAN_KEY_LIMIT {
+        many_keys(src, start, keys, frame)?;
+    } else {
+        // Only a key the filter may hold can repeat a sibling.
+        if frame.seen.covers(filter) {
+            let same = |&(a, b): &(usize, usize)| b - a == key.len() && &src[a..b] == key;
+            if siblings.iter().any(same) {
+                return None;
+            }
         }
+        keys.push((start, j));
     }
     frame.seen.add(filter);
-    keys.push((start, j));
     j = ws_end(src, j + 1);
     (src.get(j) == Some(&b':')).then_some(j + 1)
+}
+
+/// Adds the plain key that starts at `start` (after its quote) to an object
+/// of more than [`SCAN_KEY_LIMIT`] keys, moving the keys compared so far
+/// into a [`KeySet`] the first time; `None` for a duplicate.
+#[cold]
+#[inline(never)]
+fn many_keys(
+    src: &[u8],
+    start: usize,
+    keys: &mut Vec<(usize, usize)>,
+    frame: &mut ScanFrame,
+) -> Option<()> {
+    let set = match &mut frame.many {
+        Some(set) => set,
+        None => {
+            if !offsets_fit(src) {
+                return None;
+            }
+            let mut set = Box::new(KeySet::new(src));
+            for &(a, _) in keys.get(frame.from..)? {
+                set.insert_plain(src, a - 1);
+            }
+            keys.truncate(frame.from);
+            frame.many.insert(set)
+        }
+    };
+    set.insert_plain(src, start - 1).then_some(())
 }
 
 /// A string value; `None` unless the tree parser would read it cleanly.
@@ -255,5 +290,111 @@ fn scan_string(src: &[u8], i: usize) -> Option<usize> {
             // A control character: the only byte left that ends a run.
             _ => return None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::TEST_LIMITS;
+    use super::super::parse::parse;
+    use super::*;
+
+    fn scan(text: &str) -> Option<usize> {
+        let mut sc = ScanBuffers::with_room();
+        scan_free_object(text.as_bytes(), 0, 0, TEST_LIMITS, &mut sc).map(|(end, _)| end)
+    }
+
+    /// `{"k0":0,...}` of `n` distinct keys, then `tail` members.
+    fn keys(n: usize, tail: &str) -> String {
+        let members: Vec<String> = (0..n).map(|i| format!(r#""k{i}":{i}"#)).collect();
+        let sep = if tail.is_empty() || n == 0 { "" } else { "," };
+        format!("{{{}{sep}{tail}}}", members.join(","))
+    }
+
+    #[test]
+    fn objects_of_any_size_are_kept_when_their_keys_are_unique() {
+        for n in [SCAN_KEY_LIMIT - 1, SCAN_KEY_LIMIT, SCAN_KEY_LIMIT + 1, 5000] {
+            let text = keys(n, "");
+            assert_eq!(scan(&text), Some(text.len()), "{n} keys");
+            // Nested, and next to siblings that are large too.
+            let nested = format!(r#"{{"a":{text},"b":[{text},{text}],"k1":{text}}}"#);
+            assert_eq!(scan(&nested), Some(nested.len()), "{n} keys, nested");
+            let outer = keys(n, &format!(r#""inner":{text}"#));
+            assert_eq!(scan(&outer), Some(outer.len()), "{n} keys around");
+        }
+    }
+
+    #[test]
+    fn a_repeat_anywhere_in_a_large_object_is_found() {
+        for n in [SCAN_KEY_LIMIT, SCAN_KEY_LIMIT + 1, 5000] {
+            // A repeat of the first key, of one just past the compared
+            // ones, of the last one, and of a key moved into the set when
+            // it was made.
+            for repeat in [0, SCAN_KEY_LIMIT - 1, n - 1] {
+                let text = keys(n, &format!(r#""k{repeat}":"again""#));
+                assert_eq!(scan(&text), None, "{n} keys, k{repeat} repeated");
+                let nested = format!(r#"{{"x":[{text}]}}"#);
+                assert_eq!(scan(&nested), None, "{n} keys, nested");
+            }
+            // A key of the same bytes in a nested object is not a repeat;
+            // one after that nested object, in the large one, is.
+            let inner = keys(3, "");
+            let text = keys(n, &format!(r#""in":{inner},"k2":0"#));
+            assert_eq!(scan(&text), None);
+            let text = keys(n, &format!(r#""in":{inner},"k{n}":0"#));
+            assert_eq!(scan(&text), Some(text.len()));
+        }
+    }
+
+    #[test]
+    fn escaped_keys_in_a_large_object_are_left_to_the_parser() {
+        let text = keys(1000, r#""\u006b1":0"#);
+        assert_eq!(scan(&text), None);
+        // Which reads it, repeat included, as the reference does.
+        let tree = parse(text.as_bytes(), TEST_LIMITS).unwrap();
+        let object = tree.as_object().unwrap();
+        assert_eq!(object.len(), 1000);
+        assert_eq!(object.get("k1").unwrap().to_json_string(), "0");
+    }
+
+    /// What a document of one large free-form object reads as: kept as
+    /// text, the same values as the tree, written back byte for byte.
+    #[test]
+    fn a_large_free_form_object_is_read_as_its_text() {
+        use super::super::parse::{Shape, parse_shaped};
+        const SHAPE: Shape = Shape::Fields(&[("memory", Shape::FreeObject)]);
+        let memory = keys(200_000, r#""nested":{"a":[1,{"b":2.50}],"k1":"x"}"#);
+        let doc = format!(r#"{{"memory":{memory}}}"#);
+        let shaped = parse_shaped(doc.as_bytes(), &SHAPE, TEST_LIMITS).unwrap();
+        let kept = shaped.get("memory").and_then(|m| m.as_object()).unwrap();
+        assert!(kept.is_validated_text());
+        assert_eq!(kept.raw_text(), Some(memory.as_str()));
+        assert_eq!(kept.get("k199999").unwrap().to_json_string(), "199999");
+        assert_eq!(kept.get("k200000"), None);
+        assert_eq!(shaped.to_json_string(), doc);
+        let tree = parse(doc.as_bytes(), TEST_LIMITS).unwrap();
+        assert_eq!(shaped, tree);
+        assert_eq!(kept.len(), 200_001);
+
+        // A repeat: the parser's tree, the last value at the first place.
+        let memory = keys(5000, r#""k7":"last""#);
+        let doc = format!(r#"{{"memory":{memory}}}"#);
+        let shaped = parse_shaped(doc.as_bytes(), &SHAPE, TEST_LIMITS).unwrap();
+        let read = shaped.get("memory").and_then(|m| m.as_object()).unwrap();
+        assert!(!read.is_validated_text());
+        assert_eq!(read.len(), 5000);
+        assert_eq!(read.keys().nth(7), Some("k7"));
+        assert_eq!(read.get("k7").and_then(|v| v.as_str()), Some("last"));
+    }
+
+    #[test]
+    fn large_scans_do_not_keep_their_buffers() {
+        let mut sc = ScanBuffers::with_room();
+        let text = keys(100_000, "");
+        let end = scan_free_object(text.as_bytes(), 0, 0, TEST_LIMITS, &mut sc);
+        assert_eq!(end.map(|(e, _)| e), Some(text.len()));
+        // The keys went to a set of their own, not to the shared buffer.
+        assert!(sc.keys.capacity() <= 2 * SCAN_KEY_LIMIT);
+        assert!(sc.worth_keeping());
     }
 }

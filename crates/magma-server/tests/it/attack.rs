@@ -454,3 +454,57 @@ async fn unread_422_bodies_stay_in_the_budget() {
     eprintln!("attack: RSS after: {now} KiB");
     assert!(now < 128 * 1024, "RSS {now} KiB after the attack");
 }
+
+/// `{"k0":0,"k1":1,...}` of about `bytes` bytes (not more), keys `prefix0`,
+/// `prefix1`, ...
+fn many_keys(prefix: &str, bytes: usize) -> String {
+    let mut s = String::with_capacity(bytes);
+    s.push('{');
+    let mut n = 0;
+    loop {
+        let member = format!(r#""{prefix}{n}":{}"#, n % 10);
+        if s.len() + member.len() + 2 > bytes {
+            break;
+        }
+        if n > 0 {
+            s.push(',');
+        }
+        s.push_str(&member);
+        n += 1;
+    }
+    s.push('}');
+    s
+}
+
+/// A valid request of `mib` MiB whose free-form objects hold millions of
+/// small keys (at 16 MiB: 700,000 in `memory`, 350,000 in `attributes`,
+/// 350,000 in one tool). Built as trees they cost about 20 times their
+/// text; kept as text, about their text.
+fn huge_free_form(mib: usize) -> String {
+    let quarter = mib * 1024 * 1024 / 4 - 100;
+    format!(
+        r#"{{"request_id":"keys","inputs":[{{"id":0,"instruction":{{"type":"user","content":"go"}},"memory":{},"attributes":{},"tools":[{}]}}]}}"#,
+        many_keys("m", 2 * quarter),
+        many_keys("a", quarter),
+        many_keys("t", quarter),
+    )
+}
+
+/// Valid requests whose free-form objects are huge (millions of keys),
+/// several at once: answered (the demo returns the memory, one candidate
+/// each) within the budget, `/health` answering throughout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn huge_free_form_objects_stay_within_the_budget() {
+    let mut server = Proc::start(&[]);
+    let (mib, copies) = if full() { (16, 4) } else { (2, 2) };
+    let body = huge_free_form(mib);
+    assert!(body.len() <= mib * 1024 * 1024, "{}", body.len());
+    let before = server.peak_rss_kib();
+    let (statuses, slowest) = replay(&server, body, copies).await;
+    assert!(statuses.iter().all(|s| *s == 200), "{statuses:?}");
+    let name = format!("{copies} x {mib} MiB of free-form keys at once: {statuses:?}");
+    check(&mut server, &name, slowest, before);
+    let now = settles(&mut server).await;
+    eprintln!("attack: RSS after: {now} KiB");
+    assert!(now < 128 * 1024, "RSS {now} KiB after the attack");
+}

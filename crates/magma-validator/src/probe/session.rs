@@ -249,6 +249,12 @@ impl Session {
         }
         self.observe_content_type(&Method::POST, "/v1/responses", &answer);
         check.extend(lint::duplicate_keys("response", answer.body()));
+        // More candidates than asked for: refused before any is built, so
+        // that a hostile answer of many small ones costs the probe nothing.
+        if let Err(m) = AgentResponse::check_candidate_count(answer.body(), request) {
+            check.push(mismatch_finding(&m));
+            return None;
+        }
         let response = match AgentResponse::from_slice(answer.body()) {
             Ok(r) => r,
             Err(e) => {

@@ -115,8 +115,14 @@ fn run_measured(args: &[&str]) -> Measured {
 /// `--max-response-bytes limit` and a 4 s deadline, measuring the probe;
 /// returns the measure and the JSON report.
 fn probe_measured(body: Vec<u8>, limit: usize) -> (Measured, Value) {
+    probe_measured_within(body, limit, 4)
+}
+
+/// [`probe_measured`] with a deadline of `deadline` seconds.
+fn probe_measured_within(body: Vec<u8>, limit: usize, deadline: u64) -> (Measured, Value) {
     let server = agent_answering(body);
     let limit_arg = limit.to_string();
+    let deadline_arg = deadline.to_string();
     let run = run_measured(&[
         "probe",
         &server.url(),
@@ -127,7 +133,7 @@ fn probe_measured(body: Vec<u8>, limit: usize) -> (Measured, Value) {
         "--ready-timeout",
         "5",
         "--deadline",
-        "4",
+        &deadline_arg,
         "--max-response-bytes",
         &limit_arg,
     ]);
@@ -302,4 +308,121 @@ fn one_object_of_two_million_keys_stays_under_twice_the_limit() {
             .any(|(code, location, _)| code == "extra_forbidden" && location == "[0].k0")),
         "{report:#}"
     );
+}
+
+/// `[c0,c1,...]`: valid candidates of one request (`request_id` `"r"`,
+/// input 0), of at most `bytes` bytes (and at least `bytes - 200`), and
+/// how many.
+fn many_candidates(bytes: usize) -> (Vec<u8>, usize) {
+    let mut doc = Vec::with_capacity(bytes);
+    doc.push(b'[');
+    let mut n = 0;
+    loop {
+        let c = format!(
+            r#"{{"request_id":"r","source_id":0,"candidate_index":{n},"status":"completed","memory":{{}},"output":{{"say":"hi"}}}}"#
+        );
+        if doc.len() + c.len() + 2 > bytes {
+            break;
+        }
+        if n > 0 {
+            doc.push(b',');
+        }
+        doc.extend_from_slice(c.as_bytes());
+        n += 1;
+    }
+    doc.push(b']');
+    assert!(doc.len() <= bytes && doc.len() + 200 >= bytes);
+    (doc, n)
+}
+
+/// An agent answering every request with 16 MiB of small valid candidates
+/// (about 150,000; built, each costs about 1.6 kB): the probe refuses
+/// them at the first one its request did not ask for, before building
+/// any, and stays under twice its limit. Every check runs (the deadline is
+/// generous: each reads the answer once, without building it).
+#[test]
+fn the_probe_stays_under_twice_its_limit_against_many_candidates() {
+    let limit = 16 * MIB;
+    let (body, n) = many_candidates(limit - 1);
+    let (run, report) = probe_measured_within(body, limit, 300);
+    eprintln!(
+        "probe against {n} candidates: peak {} KiB, {:?}",
+        run.peak_kib, run.elapsed
+    );
+    assert_eq!(run.code, 1, "{report:#}");
+    let limit_kib = (limit / 1024) as u64;
+    assert!(run.peak_kib > limit_kib * 9 / 10, "{} KiB", run.peak_kib);
+    assert!(run.peak_kib < 2 * limit_kib, "{} KiB", run.peak_kib);
+    let checks = report["checks"].as_array().unwrap();
+    let refused: Vec<(String, String, String)> = checks
+        .iter()
+        .flat_map(findings)
+        .filter(|(code, _, message)| {
+            code == "candidates_mismatch" && message.contains("and the response holds more")
+        })
+        .collect();
+    assert!(!refused.is_empty(), "{report:#}");
+    // The probe's requests ask for one to a few candidates: the first one
+    // too many is early in the list.
+    assert!(
+        refused.iter().all(|(_, location, _)| location.len() <= 4),
+        "{refused:?}"
+    );
+    // No check ran into the deadline: all of them read the answer.
+    let late: Vec<&Value> = checks
+        .iter()
+        .filter(|c| findings(c).iter().any(|(code, _, _)| code == "deadline"))
+        .collect();
+    assert!(late.is_empty(), "{late:#?}");
+    let no_content_type = checks
+        .iter()
+        .find(|c| c["name"] == "content-type-missing")
+        .expect("the content-type-missing check");
+    assert_eq!(
+        findings(no_content_type)[0].0,
+        "content_type_missing",
+        "{no_content_type:#}"
+    );
+}
+
+/// A valid response whose one candidate has a `memory` of 1.4 million keys
+/// (16 MiB): kept as its text, so that `check` holds the file, one copy of
+/// it and, while the keys are checked for repeats, a set of about 8 bytes
+/// a key: under three times the file (the debug binary's 12 MiB
+/// included), where the tree of those keys cost 19 times it.
+#[test]
+fn a_memory_of_a_million_keys_is_checked_within_twice_its_size() {
+    let size = 16 * MIB;
+    let head =
+        r#"[{"request_id":"r","source_id":0,"candidate_index":0,"status":"completed","memory":{"#;
+    let tail = r#"},"output":{"say":"hi"}}]"#;
+    let mut doc = String::with_capacity(size);
+    doc.push_str(head);
+    let mut n = 0;
+    loop {
+        let member = format!(r#""k{n}":{}"#, n % 10);
+        if doc.len() + member.len() + 1 + tail.len() > size {
+            break;
+        }
+        if n > 0 {
+            doc.push(',');
+        }
+        doc.push_str(&member);
+        n += 1;
+    }
+    doc.push_str(tail);
+    let dir = TempDir::new("memory");
+    let file = dir.file("memory.json", doc.as_bytes());
+    drop(doc);
+    let run = run_measured(&["check", "--kind", "response", "--format", "json", &file]);
+    let report: Value = serde_json::from_slice(&run.stdout).expect("a JSON report");
+    eprintln!(
+        "check of a memory of {n} keys: peak {} KiB, {:?}",
+        run.peak_kib, run.elapsed
+    );
+    assert_eq!(run.code, 0, "{report:#}");
+    assert!(n > 1_000_000, "{n}");
+    let size_kib = (size / 1024) as u64;
+    assert!(run.peak_kib > size_kib * 9 / 10, "{} KiB", run.peak_kib);
+    assert!(run.peak_kib < 3 * size_kib, "{} KiB", run.peak_kib);
 }

@@ -114,12 +114,17 @@ fn empty_inputs(s: &mut Session, check: &mut Check) {
         ),
         Ok(a) => {
             s.observe_content_type(&Method::POST, "/v1/responses", &a);
-            match AgentResponse::from_slice(a.body()) {
-                Err(e) => push_capped(check, DocumentKind::Response, &e),
-                Ok(r) => match r.validate_request(&request) {
+            let read = AgentResponse::check_candidate_count(a.body(), &request)
+                .map_err(|m| check.push(crate::check::mismatch_finding(&m)))
+                .and_then(|()| {
+                    AgentResponse::from_slice(a.body())
+                        .map_err(|e| push_capped(check, DocumentKind::Response, &e))
+                });
+            if let Ok(r) = read {
+                match r.validate_request(&request) {
                     Err(m) => check.push(crate::check::mismatch_finding(&m)),
                     Ok(()) => check.verified(format!("{} []", a.status())),
-                },
+                }
             }
         }
     }
@@ -350,8 +355,11 @@ fn no_content_type(s: &mut Session, check: &mut Check) {
     };
     match s.call(RawRequest::post("/v1/responses").body(request.to_json_string())) {
         Err(e) => check.push(transport_finding(&e)),
-        Ok(a) if a.status().is_success() => match AgentResponse::from_slice(a.body()) {
-            Ok(r) if r.validate_request(&request).is_ok() => {
+        // `from_slice_for`: an answer with more candidates than asked is
+        // refused before any is built.
+        Ok(a) if a.status().is_success() => match AgentResponse::from_slice_for(a.body(), &request)
+        {
+            Ok(r) => {
                 check.verified(format!("{} {}", a.status(), describe(&r)));
             }
             _ => check.push(
