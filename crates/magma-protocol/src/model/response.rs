@@ -242,9 +242,9 @@ impl AgentResponse {
 
     /// Parses and validates a body, exactly as the reference would.
     pub fn from_slice(bytes: &[u8]) -> Result<Self, Error> {
-        let (value, dropped) = parse_shaped_counted(bytes, &SHAPE, READ, MAX_REPORTED_ERRORS)
+        let (value, counted) = parse_shaped_counted(bytes, &SHAPE, READ, MAX_REPORTED_ERRORS)
             .map_err(|e| Error::from(e).with_model("AgentResponse"))?;
-        Validation::document_counted("AgentResponse", value, dropped, |v, cx| {
+        Validation::document_counted("AgentResponse", value, counted, |v, cx| {
             list(v, cx, output).map(AgentResponse::new)
         })
     }
