@@ -6,7 +6,9 @@ use std::fmt;
 use std::sync::{Arc, OnceLock};
 
 use crate::json::write::{WriteJson, write_str};
-use crate::json::{Json, Limits, Location, Object, Position, SyntaxError, parse, segment_json};
+use crate::json::{
+    Json, Limits, Location, Object, Parts, Position, SyntaxError, parse, segment_json,
+};
 
 /// The stable kind of one problem. Its [`as_str`](ErrorKind::as_str) name is
 /// the pydantic error `type` the reference reports for the same problem.
@@ -140,15 +142,15 @@ pub struct Issue {
 pub(crate) enum Input {
     /// A value.
     Value(Arc<Json>),
-    /// The compact text of a value that was never built as a tree (see
-    /// `json/kept.rs`), and the tree, made only if
-    /// [`Issue::input`] is asked for it.
-    Text(Arc<str>, Arc<OnceLock<Json>>),
+    /// The compact text of a value that was never built as a tree, or of
+    /// an object holding one (see `json/kept.rs`), and the tree, made only
+    /// if [`Issue::input`] is asked for it.
+    Text(Arc<Parts>, Arc<OnceLock<Json>>),
 }
 
 impl Input {
-    pub(crate) fn text(text: impl Into<Arc<str>>) -> Input {
-        Input::Text(text.into(), Arc::default())
+    pub(crate) fn text(text: Parts) -> Input {
+        Input::Text(Arc::new(text), Arc::default())
     }
 
     fn value(&self) -> &Json {
@@ -156,7 +158,7 @@ impl Input {
             Input::Value(v) => v,
             Input::Text(text, tree) => tree.get_or_init(|| {
                 // The text was written by this crate's writer: valid JSON.
-                parse(text.as_bytes(), Limits::NONE).unwrap_or_default()
+                parse(text.text().as_bytes(), Limits::NONE).unwrap_or_default()
             }),
         }
     }
@@ -164,14 +166,14 @@ impl Input {
     fn write(&self, out: &mut String) {
         match self {
             Input::Value(v) => v.write_json(out),
-            Input::Text(text, _) => out.push_str(text),
+            Input::Text(text, _) => text.write(out),
         }
     }
 
     fn json_text(&self) -> Cow<'_, str> {
         match self {
             Input::Value(v) => Cow::Owned(v.to_json_string()),
-            Input::Text(text, _) => Cow::Borrowed(text),
+            Input::Text(text, _) => text.text(),
         }
     }
 }
@@ -180,7 +182,7 @@ impl PartialEq for Input {
     fn eq(&self, other: &Input) -> bool {
         match (self, other) {
             (Input::Value(a), Input::Value(b)) => a == b,
-            (Input::Text(a, _), Input::Text(b, _)) => a == b,
+            (Input::Text(a, _), Input::Text(b, _)) => a.text() == b.text(),
             _ => self.json_text() == other.json_text(),
         }
     }

@@ -18,7 +18,7 @@ use serde::ser::{Serialize, Serializer};
 
 use crate::error::{Error, ErrorKind, Input, Issue};
 use crate::json::{
-    Counted, FreeFormProblem, Json, KeptInputs, Location, Map, Number, Object, Segment,
+    Counted, FreeFormProblem, Json, KeptInputs, Location, Map, Number, Object, Parts, Segment,
     check_free_form, parse,
 };
 use crate::limits::{MAX_FREE_FORM_DEPTH, MAX_REPORTED_ERRORS, READ};
@@ -37,8 +37,8 @@ pub(crate) struct Validation {
     issues: Vec<Issue>,
     /// Problems found past [`MAX_REPORTED_ERRORS`]: counted, not kept.
     omitted: usize,
-    /// Values of the document read as text, not built: `null` holds their
-    /// places in the value being validated.
+    /// Values of the document read as text, not built: an empty array or
+    /// object holds their places in the value being validated.
     kept: KeptInputs,
 }
 
@@ -103,13 +103,13 @@ impl Validation {
 
     /// Records a problem: kept while fewer than [`MAX_REPORTED_ERRORS`]
     /// are, counted (and dropped, with the input it carried) after. The
-    /// value at a location kept as text (an undeclared key's) is the input
-    /// of the problem there: its text replaces the `null` that held its
-    /// place.
+    /// value at a location kept as text (an undeclared key's, or a scalar
+    /// field's array or object) is the input of the problem there: its
+    /// text replaces the empty value that held its place.
     pub(crate) fn push(&mut self, issue: Issue) {
         if self.issues.len() < MAX_REPORTED_ERRORS {
             let issue = match self.kept.get(issue.location()) {
-                Some(text) => issue.with_shared_input(Input::text(text.clone())),
+                Some(text) => issue.with_shared_input(Input::text(Parts::kept(text.clone()))),
                 None => issue,
             };
             self.issues.push(issue);

@@ -7,11 +7,14 @@
 //! about 40 bytes an element, and each copy as much again. The parser reads
 //! such a value once, writing its compact text (exactly what the writer
 //! gives for the tree the parser would have built) into one shared
-//! [`Arc<str>`]; the tree holds `null` in its place and the [`KeptInputs`]
-//! of the document say, by location, which text stands there. Validation
-//! puts the text back as the input of the errors at that location and in
-//! the objects the `missing` errors echo.
+//! [`Arc<String>`]; the tree holds an empty array or object in its place
+//! and the [`KeptInputs`] of the document say, by location, which text
+//! stands there. Validation puts the text back as the input of the errors
+//! at that location and in the objects the `missing` errors echo. The same
+//! holds for an array or an object where a model's field is a scalar
+//! (`Shape::Scalar`): refused whatever it holds.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -30,11 +33,92 @@ use super::{Json, Object};
 pub(crate) const EXACT_FALLBACK_BYTES: usize = 64 * 1024;
 
 /// The values of a document kept as text, by location. Empty for almost
-/// every document: only a model object with an undeclared key holding an
-/// array or an object has one.
+/// every document: only a model object with an undeclared key (or a
+/// scalar field) holding an array or an object has one.
 #[derive(Debug, Default, Clone)]
 pub(crate) struct KeptInputs {
-    at: HashMap<Location, Arc<str>>,
+    at: HashMap<Location, Arc<String>>,
+}
+
+/// Compact JSON text in parts: written pieces and kept texts, shared. The
+/// `input` of a `missing` error is its object, whose text holds the kept
+/// texts of its members: in parts, it costs what was written around them.
+#[derive(Debug, Default)]
+pub(crate) struct Parts {
+    parts: Vec<Part>,
+}
+
+#[derive(Debug)]
+enum Part {
+    Written(String),
+    Kept(Arc<String>),
+}
+
+impl Part {
+    fn as_str(&self) -> &str {
+        match self {
+            Part::Written(s) => s,
+            Part::Kept(s) => s,
+        }
+    }
+}
+
+impl Parts {
+    /// One kept text.
+    pub(crate) fn kept(text: Arc<String>) -> Parts {
+        Parts {
+            parts: vec![Part::Kept(text)],
+        }
+    }
+
+    /// The length of the whole text.
+    pub(crate) fn len(&self) -> usize {
+        self.parts.iter().map(|p| p.as_str().len()).sum()
+    }
+
+    /// Appends the whole text to `out`.
+    pub(crate) fn write(&self, out: &mut String) {
+        for part in &self.parts {
+            out.push_str(part.as_str());
+        }
+    }
+
+    /// The whole text, borrowed when it is one part.
+    pub(crate) fn text(&self) -> Cow<'_, str> {
+        match self.parts.as_slice() {
+            [] => Cow::Borrowed(""),
+            [one] => Cow::Borrowed(one.as_str()),
+            _ => {
+                let mut out = String::with_capacity(self.len());
+                self.write(&mut out);
+                Cow::Owned(out)
+            }
+        }
+    }
+}
+
+/// Builds [`Parts`]: written text goes to `current`, a kept text ends it.
+#[derive(Default)]
+struct PartsWriter {
+    parts: Vec<Part>,
+    current: String,
+}
+
+impl PartsWriter {
+    fn kept(&mut self, text: &Arc<String>) {
+        if !self.current.is_empty() {
+            let written = std::mem::take(&mut self.current);
+            self.parts.push(Part::Written(written));
+        }
+        self.parts.push(Part::Kept(Arc::clone(text)));
+    }
+
+    fn finish(mut self) -> Parts {
+        if !self.current.is_empty() {
+            self.parts.push(Part::Written(self.current));
+        }
+        Parts { parts: self.parts }
+    }
 }
 
 impl KeptInputs {
@@ -43,11 +127,11 @@ impl KeptInputs {
     }
 
     /// The text kept for the value at `loc`.
-    pub(crate) fn get(&self, loc: &Location) -> Option<&Arc<str>> {
+    pub(crate) fn get(&self, loc: &Location) -> Option<&Arc<String>> {
         self.at.get(loc)
     }
 
-    pub(super) fn insert(&mut self, loc: Location, text: Arc<str>) {
+    pub(super) fn insert(&mut self, loc: Location, text: Arc<String>) {
         self.at.insert(loc, text);
     }
 
@@ -56,12 +140,12 @@ impl KeptInputs {
     }
 
     /// The compact text of the object `value`, found at `loc` of the
-    /// document, with the kept texts below `loc` in place of the `null`s
-    /// that hold their places; `None` when nothing below `loc` was kept
+    /// document, with the kept texts below `loc` in place of the empty
+    /// values that hold their places; `None` when nothing below `loc` was kept
     /// (the object's own text is then the same).
-    pub(crate) fn text_of(&self, loc: &Location, value: &Object) -> Option<String> {
+    pub(crate) fn text_of(&self, loc: &Location, value: &Object) -> Option<Parts> {
         let depth = loc.segments().len();
-        let below: Vec<(&[Segment], &Arc<str>)> = self
+        let below: Vec<(&[Segment], &Arc<String>)> = self
             .at
             .iter()
             .filter(|(l, _)| l.segments().len() > depth && l.segments()[..depth] == *loc.segments())
@@ -70,21 +154,21 @@ impl KeptInputs {
         if below.is_empty() {
             return None;
         }
-        let mut out = String::new();
+        let mut out = PartsWriter::default();
         write_object_with(value, &below, &mut out);
-        Some(out)
+        Some(out.finish())
     }
 }
 
 /// The kept texts of `kept` (by location relative to a value), grouped
 /// by the first segment of their location, that segment removed.
-type Kept<'k> = [(&'k [Segment], &'k Arc<str>)];
+type Kept<'k> = [(&'k [Segment], &'k Arc<String>)];
 
 fn group<'k, K: Eq + std::hash::Hash>(
     kept: &Kept<'k>,
     key: impl Fn(&'k Segment) -> Option<K>,
-) -> HashMap<K, Vec<(&'k [Segment], &'k Arc<str>)>> {
-    let mut by: HashMap<K, Vec<(&'k [Segment], &'k Arc<str>)>> = HashMap::new();
+) -> HashMap<K, Vec<(&'k [Segment], &'k Arc<String>)>> {
+    let mut by: HashMap<K, Vec<(&'k [Segment], &'k Arc<String>)>> = HashMap::new();
     for &(l, t) in kept {
         if let Some((first, rest)) = l.split_first() {
             if let Some(k) = key(first) {
@@ -98,9 +182,9 @@ fn group<'k, K: Eq + std::hash::Hash>(
 /// Writes `value` with the texts of `kept` (by location relative to
 /// `value`) in place. Recurses only along the paths to kept texts, which
 /// lie in model objects: as deep as the document's shape, not its data.
-fn write_with(value: &Json, kept: &Kept<'_>, out: &mut String) {
+fn write_with(value: &Json, kept: &Kept<'_>, out: &mut PartsWriter) {
     if let Some((_, text)) = kept.iter().find(|(l, _)| l.is_empty()) {
-        out.push_str(text);
+        out.kept(text);
         return;
     }
     match value {
@@ -110,46 +194,46 @@ fn write_with(value: &Json, kept: &Kept<'_>, out: &mut String) {
                 Segment::Index(i) => Some(*i),
                 Segment::Key(_) => None,
             });
-            out.push('[');
+            out.current.push('[');
             for (i, item) in items.iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.current.push(',');
                 }
                 match by_index.get(&i) {
                     Some(here) => write_with(item, here, out),
-                    None => item.write_json(out),
+                    None => item.write_json(&mut out.current),
                 }
             }
-            out.push(']');
+            out.current.push(']');
         }
-        other => other.write_json(out),
+        other => other.write_json(&mut out.current),
     }
 }
 
 /// [`write_with`] for an object.
-fn write_object_with(value: &Object, kept: &Kept<'_>, out: &mut String) {
+fn write_object_with(value: &Object, kept: &Kept<'_>, out: &mut PartsWriter) {
     if value.is_validated_text() {
         // Free-form text: nothing below it is kept.
-        value.write_json(out);
+        value.write_json(&mut out.current);
         return;
     }
     let by_key = group(kept, |s| match s {
         Segment::Key(k) => Some(k.as_str()),
         Segment::Index(_) => None,
     });
-    out.push('{');
+    out.current.push('{');
     for (i, (k, v)) in value.as_map().iter().enumerate() {
         if i > 0 {
-            out.push(',');
+            out.current.push(',');
         }
-        write_str(out, k);
-        out.push(':');
+        write_str(&mut out.current, k);
+        out.current.push(':');
         match by_key.get(k) {
             Some(here) => write_with(v, here, out),
-            None => v.write_json(out),
+            None => v.write_json(&mut out.current),
         }
     }
-    out.push('}');
+    out.current.push('}');
 }
 
 /// A container open while [`Parser::copy_value`] copies.
@@ -271,6 +355,11 @@ mod tests {
         let mut p = Parser::new(text.as_bytes(), text, TEST_LIMITS);
         let mut out = String::new();
         let exact = p.copy_value(0, &mut out)?;
+        // One document, as `parse` reads it.
+        p.skip_ws();
+        if p.pos() != text.len() {
+            return Err((p.pos(), "extra data after the document"));
+        }
         Ok((out, exact))
     }
 

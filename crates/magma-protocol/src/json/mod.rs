@@ -52,7 +52,7 @@ pub(crate) use cursor::Cursor;
 pub(crate) use key_filter::KeyFilter;
 // The exact path without the error cap: the direct readers' tests compare
 // against it; every `from_slice` goes through `parse_shaped_counted`.
-pub(crate) use kept::KeptInputs;
+pub(crate) use kept::{KeptInputs, Parts};
 #[cfg(test)]
 pub(crate) use parse::parse_shaped;
 pub(crate) use parse::{

@@ -132,6 +132,12 @@ pub(crate) enum Shape {
     /// object: [`parse_shaped_counted`] keeps the first scalars there (each
     /// an error) and only counts the ones past the error cap.
     List(&'static Shape),
+    /// A field of a [`Shape::Model`] whose type is a scalar (a string, a
+    /// number, a boolean, a literal): an array or an object there is an
+    /// error whatever it holds, and only that error's input, so
+    /// [`parse_shaped_counted`] reads it as text, as an undeclared key's
+    /// value.
+    Scalar,
     /// A `dict[str, JsonValue]` position: keep the object as validated text
     /// when it is clean; anything unusual (an error to report, a duplicate
     /// key, an escaped key) falls back to a tree, which validation then
@@ -586,10 +592,11 @@ pub(crate) fn parse_shaped(
 /// A hostile `[0, 0, ...]` where objects belong then costs its scan, not a
 /// tree of millions of values.
 ///
-/// The value of an undeclared key of a [`Shape::Model`] that is an array
-/// or an object is an error whatever it holds, and only ever that error's
-/// `input`: it is read as its text ([`KeptInputs`]), with `null` in its
-/// place in the tree.
+/// The value of an undeclared key of a [`Shape::Model`] (or of a
+/// [`Shape::Scalar`] field) that is an array or an object is an error
+/// whatever it holds, and only ever that error's `input`: it is read as its
+/// text ([`KeptInputs`]), with an empty array or object in its place in the
+/// tree.
 pub(crate) fn parse_shaped_counted(
     src: &[u8],
     shape: &'static Shape,
@@ -688,8 +695,12 @@ impl Parser<'_> {
                 self.skip_value(stack.len())?;
                 skipped = true;
                 Json::Null
-            } else if read == Read::Keep && self.keep_as_text(&stack)? {
-                Json::Null
+            } else if let Some(place) = (read == Read::Keep)
+                .then(|| self.keep_as_text(&stack))
+                .transpose()?
+                .flatten()
+            {
+                place
             } else {
                 match self.peek() {
                     Some(b'{') if matches!(mode, Mode::InKeptText) => {
@@ -889,7 +900,11 @@ impl Parser<'_> {
             return Read::Build;
         };
         if declared.contains(&key) {
-            return Read::Build;
+            return if matches!(mode.field(key), Mode::Shaped(Shape::Scalar)) {
+                Read::Keep
+            } else {
+                Read::Build
+            };
         }
         let built = match index {
             Some(idx) => idx.contains_key(key),
@@ -907,14 +922,16 @@ impl Parser<'_> {
         Read::Skip
     }
 
-    /// The value in front of the cursor is the member `key` of the object
-    /// on top of `stack`, an undeclared key of a model: when it is an array
-    /// or an object, reads it as its text into [`Parser::kept`] and returns
-    /// `true` (the tree holds `null` in its place). `false` when it is to be
-    /// built: a scalar (which also drops the text an earlier member of the
-    /// same key left), or a small value whose text is not the tree's
-    /// ([`EXACT_FALLBACK_BYTES`]); the cursor is then where it was.
-    fn keep_as_text(&mut self, stack: &[Frame]) -> PResult<bool> {
+    /// The value in front of the cursor is the current member of the object
+    /// on top of `stack`, an undeclared key of a model or a
+    /// [`Shape::Scalar`] field: when it is an array or an object, reads it
+    /// as its text into [`Parser::kept`] and returns what holds its place
+    /// in the tree (an empty array or object: validation refuses it as it
+    /// would the value). `None` when it is to be built: a scalar (which
+    /// also drops the text an earlier member of the same key left), or a
+    /// small value whose text is not the tree's ([`EXACT_FALLBACK_BYTES`]);
+    /// the cursor is then where it was.
+    fn keep_as_text(&mut self, stack: &[Frame]) -> PResult<Option<Json>> {
         let loc = || {
             Location::from(
                 stack
@@ -926,12 +943,16 @@ impl Parser<'_> {
                     .collect::<Vec<_>>(),
             )
         };
-        if !matches!(self.peek(), Some(b'[' | b'{')) {
-            if !self.kept.is_empty() {
-                self.kept.remove(&loc());
+        let place = match self.peek() {
+            Some(b'[') => Json::Array(Vec::new()),
+            Some(b'{') => Json::Object(Object::new()),
+            _ => {
+                if !self.kept.is_empty() {
+                    self.kept.remove(&loc());
+                }
+                return Ok(None);
             }
-            return Ok(false);
-        }
+        };
         let start = self.pos;
         // Checked first (the same errors), so that the text is sized once:
         // it is never longer than its source but for the two quotes of a
@@ -945,10 +966,10 @@ impl Parser<'_> {
             if !self.kept.is_empty() {
                 self.kept.remove(&loc());
             }
-            return Ok(false);
+            return Ok(None);
         }
-        self.kept.insert(loc(), text.into());
-        Ok(true)
+        self.kept.insert(loc(), std::sync::Arc::new(text));
+        Ok(Some(place))
     }
 
     /// Reads the value in front of the cursor as [`Parser::value_tree`]

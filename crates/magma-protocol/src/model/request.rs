@@ -28,7 +28,10 @@ mod direct;
 /// models; `tests/it/hostile.rs` checks the lists against the validators).
 const SHAPE: Shape = Shape::Model {
     declared: &["request_id", "inputs"],
-    fields: &[("inputs", Shape::List(&INPUT_SHAPE))],
+    fields: &[
+        ("request_id", Shape::Scalar),
+        ("inputs", Shape::List(&INPUT_SHAPE)),
+    ],
 };
 const INPUT_SHAPE: Shape = Shape::Model {
     declared: &[
@@ -41,6 +44,8 @@ const INPUT_SHAPE: Shape = Shape::Model {
         "extra_keys",
     ],
     fields: &[
+        ("id", Shape::Scalar),
+        ("num_outputs", Shape::Scalar),
         ("instruction", INSTRUCTION_SHAPE),
         ("tools", Shape::List(&Shape::FreeObject)),
         ("attributes", Shape::FreeObject),
@@ -50,7 +55,7 @@ const INPUT_SHAPE: Shape = Shape::Model {
 };
 const INSTRUCTION_SHAPE: Shape = Shape::Model {
     declared: &["type", "content"],
-    fields: &[],
+    fields: &[("type", Shape::Scalar), ("content", Shape::Scalar)],
 };
 
 /// Who speaks in an instruction: `"user"` or `"env"` on the wire.

@@ -35,6 +35,10 @@ const OUTPUT_SHAPE: Shape = Shape::Model {
         "error",
     ],
     fields: &[
+        ("request_id", Shape::Scalar),
+        ("source_id", Shape::Scalar),
+        ("candidate_index", Shape::Scalar),
+        ("status", Shape::Scalar),
         ("memory", Shape::FreeObject),
         ("internal_steps", Shape::List(&Shape::FreeObject)),
         ("output", DECISION_SHAPE),
@@ -43,15 +47,26 @@ const OUTPUT_SHAPE: Shape = Shape::Model {
 };
 const DECISION_SHAPE: Shape = Shape::Model {
     declared: &["say", "tool_calls"],
-    fields: &[("tool_calls", Shape::List(&TOOL_CALL_SHAPE))],
+    fields: &[
+        ("say", Shape::Scalar),
+        ("tool_calls", Shape::List(&TOOL_CALL_SHAPE)),
+    ],
 };
 const TOOL_CALL_SHAPE: Shape = Shape::Model {
     declared: &["name", "arguments", "target_robot_name"],
-    fields: &[("arguments", Shape::FreeObject)],
+    fields: &[
+        ("name", Shape::Scalar),
+        ("target_robot_name", Shape::Scalar),
+        ("arguments", Shape::FreeObject),
+    ],
 };
 const ERROR_SHAPE: Shape = Shape::Model {
     declared: &["code", "message", "component"],
-    fields: &[],
+    fields: &[
+        ("code", Shape::Scalar),
+        ("message", Shape::Scalar),
+        ("component", Shape::Scalar),
+    ],
 };
 
 /// A tool the agent wants a robot to run.

@@ -99,7 +99,17 @@ fn kept_values_give_the_errors_and_the_422_of_the_whole_tree() {
     request(
         r#"{"k":{"a":1},"inputs":[{"id":1,"instruction":{"type":"user","content":"c","q":[1]},"z":[2]},{"w":{"v":[]}}]}"#,
     );
+    // An array or an object where a field is a scalar: refused whatever it
+    // holds, kept as text too.
+    response(
+        r#"[{"request_id":[1,{"a":2}],"status":{"x":[]},"source_id":[],"output":{"say":{"s":[1]}}}]"#,
+    );
+    request(
+        r#"{"request_id":{"a":[1]},"inputs":[{"id":[1],"num_outputs":{},"instruction":{"type":[2],"content":{"c":1}}}]}"#,
+    );
+    request(r#"{"request_id":[1],"request_id":"r","inputs":[{"id":1,"id":[2]}]}"#);
     coaching_request(r#"{"run_id":"r","k":[1],"stage":{"id":1,"x":[2]}}"#);
+    coaching_request(r#"{"run_id":["r"],"kind":{"k":1},"stage":{"id":[1],"goal":{}}}"#);
     coaching_request(
         r#"{"run_id":"r","request_id":"q","kind":"failure","stage":{"id":1,"goal":"g"},"target_step_id":1,
             "trajectory":[{"id":1,"input":{"id":1,"k":[1]},"output":{"say":"s","x":[{}]},"q":{"r":1}}],
@@ -187,5 +197,6 @@ proptest! {
     fn random_kept_values_give_the_errors_of_the_whole_tree(v in value_text(), w in value_text()) {
         response(&format!(r#"[{{"k":{v},"output":{{"say":"s","x":{w}}}}}]"#));
         request(&format!(r#"{{"request_id":"e","inputs":[{{"k":{v},"instruction":{{"c":{w}}}}}]}}"#));
+        request(&format!(r#"{{"request_id":{v},"inputs":[{{"id":{w},"instruction":{{"content":{v}}}}}]}}"#));
     }
 }

@@ -303,3 +303,49 @@ fn one_object_of_two_million_keys_stays_under_twice_the_limit() {
         "{report:#}"
     );
 }
+
+/// One undeclared key whose value is millions of elements, in an answer
+/// and in a request (16 MiB each): the value is read as its text, shared
+/// by the `extra_forbidden` error and by the object the `missing` errors
+/// echo, so `check` stays under twice the file (it held a tree of the
+/// value and a copy of it per error: 1.3 GiB).
+#[test]
+fn check_stays_under_twice_the_size_of_one_huge_unknown_value() {
+    let dir = TempDir::new("huge-value");
+    for (kind, prefix, suffix, missing) in [
+        ("response", r#"[{"k":["#, "]}]", 5),
+        (
+            "request",
+            r#"{"request_id":"e","inputs":[{"k":["#,
+            "]}]}",
+            2,
+        ),
+    ] {
+        let size = 16 * MIB - 1;
+        let n = (size - prefix.len() - suffix.len() + 1) / 2;
+        let mut doc = String::with_capacity(size);
+        doc.push_str(prefix);
+        doc.push('0');
+        doc.push_str(&",0".repeat(n - 1));
+        doc.push_str(suffix);
+        let file = dir.file(&format!("{kind}.json"), &doc);
+        drop(doc);
+        let run = run_measured(&["check", "--kind", kind, "--format", "json", &file]);
+        let report: Value = serde_json::from_slice(&run.stdout).expect("a JSON report");
+        eprintln!(
+            "check --kind {kind} of one 16 MiB unknown value: peak {} KiB, {:?}",
+            run.peak_kib, run.elapsed
+        );
+        assert_eq!(run.code, 1);
+        let found = report["findings"].as_array().unwrap();
+        let codes: Vec<&str> = found.iter().map(|f| f["code"].as_str().unwrap()).collect();
+        let mut want = vec!["missing"; missing];
+        want.push("extra_forbidden");
+        assert_eq!(codes, want, "{report:#}");
+        // The input is the value, shortened.
+        let input = found[missing]["input"].as_str().unwrap();
+        assert!(input.starts_with("[0,0,0,"), "{input}");
+        let size_kib = (size / 1024) as u64;
+        assert!(run.peak_kib < 2 * size_kib, "{kind}: {} KiB", run.peak_kib);
+    }
+}

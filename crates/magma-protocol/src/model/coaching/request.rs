@@ -36,6 +36,10 @@ const SHAPE: Shape = Shape::Model {
         "additional_info",
     ],
     fields: &[
+        ("run_id", Shape::Scalar),
+        ("request_id", Shape::Scalar),
+        ("kind", Shape::Scalar),
+        ("target_step_id", Shape::Scalar),
         ("stage", STAGE_SHAPE),
         ("active_errors", Shape::List(&ERROR_SHAPE)),
         ("diagnosis", DIAGNOSIS_SHAPE),

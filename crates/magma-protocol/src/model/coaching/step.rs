@@ -29,6 +29,8 @@ pub(super) const INPUT_SHAPE: Shape = Shape::Model {
         "extra_keys",
     ],
     fields: &[
+        ("id", Shape::Scalar),
+        ("num_outputs", Shape::Scalar),
         ("instruction", INSTRUCTION_SHAPE),
         ("tools", Shape::List(&Shape::FreeObject)),
         ("attributes", Shape::FreeObject),
@@ -38,19 +40,30 @@ pub(super) const INPUT_SHAPE: Shape = Shape::Model {
 };
 const INSTRUCTION_SHAPE: Shape = Shape::Model {
     declared: &["type", "content"],
-    fields: &[],
+    fields: &[("type", Shape::Scalar), ("content", Shape::Scalar)],
 };
 const DECISION_SHAPE: Shape = Shape::Model {
     declared: &["say", "tool_calls"],
-    fields: &[("tool_calls", Shape::List(&TOOL_CALL_SHAPE))],
+    fields: &[
+        ("say", Shape::Scalar),
+        ("tool_calls", Shape::List(&TOOL_CALL_SHAPE)),
+    ],
 };
 const TOOL_CALL_SHAPE: Shape = Shape::Model {
     declared: &["name", "arguments", "target_robot_name"],
-    fields: &[("arguments", Shape::FreeObject)],
+    fields: &[
+        ("name", Shape::Scalar),
+        ("target_robot_name", Shape::Scalar),
+        ("arguments", Shape::FreeObject),
+    ],
 };
 const AGENT_ERROR_SHAPE: Shape = Shape::Model {
     declared: &["code", "message", "component"],
-    fields: &[],
+    fields: &[
+        ("code", Shape::Scalar),
+        ("message", Shape::Scalar),
+        ("component", Shape::Scalar),
+    ],
 };
 /// Where a trajectory step holds free-form objects.
 pub(super) const STEP_SHAPE: Shape = Shape::Model {
@@ -63,6 +76,7 @@ pub(super) const STEP_SHAPE: Shape = Shape::Model {
         "execution",
     ],
     fields: &[
+        ("id", Shape::Scalar),
         ("input", INPUT_SHAPE),
         ("output", DECISION_SHAPE),
         ("error", AGENT_ERROR_SHAPE),
@@ -73,21 +87,36 @@ pub(super) const STEP_SHAPE: Shape = Shape::Model {
 /// Where a reinjection point holds free-form objects.
 pub(super) const POINT_SHAPE: Shape = Shape::Model {
     declared: &["id", "input_step_id", "input"],
-    fields: &[("input", INPUT_SHAPE)],
+    fields: &[
+        ("id", Shape::Scalar),
+        ("input_step_id", Shape::Scalar),
+        ("input", INPUT_SHAPE),
+    ],
 };
 /// Where an active error holds free-form objects.
 pub(super) const ERROR_SHAPE: Shape = Shape::Model {
     declared: &["code", "description", "details"],
-    fields: &[("details", Shape::FreeObject)],
+    fields: &[
+        ("code", Shape::Scalar),
+        ("description", Shape::Scalar),
+        ("details", Shape::FreeObject),
+    ],
 };
 /// The stage and the diagnosis of a coaching request.
 pub(super) const STAGE_SHAPE: Shape = Shape::Model {
     declared: &["id", "goal", "hint"],
-    fields: &[],
+    fields: &[
+        ("id", Shape::Scalar),
+        ("goal", Shape::Scalar),
+        ("hint", Shape::Scalar),
+    ],
 };
 pub(super) const DIAGNOSIS_SHAPE: Shape = Shape::Model {
     declared: &["explanation", "expected_decision"],
-    fields: &[],
+    fields: &[
+        ("explanation", Shape::Scalar),
+        ("expected_decision", Shape::Scalar),
+    ],
 };
 
 /// The stage of the task the coached step belongs to.
