@@ -266,6 +266,20 @@ impl Issue {
         self.input.as_ref().map(Input::json_text)
     }
 
+    /// The first `max_chars` characters of [`input_text`](Issue::input_text)
+    /// (all of it when shorter), without writing the rest when the value
+    /// was kept as text: for messages that show the start of a value.
+    pub fn input_text_head(&self, max_chars: usize) -> Option<Cow<'_, str>> {
+        let head = |text: &str| match text.char_indices().nth(max_chars) {
+            Some((at, _)) => text[..at].to_owned(),
+            None => text.to_owned(),
+        };
+        self.input.as_ref().map(|input| match input {
+            Input::Text(parts, _) => Cow::Owned(parts.head(max_chars)),
+            Input::Value(_) => Cow::Owned(head(&input.json_text())),
+        })
+    }
+
     /// Extra facts about the rule (`{"gt": 0}`, `{"min_length": 1}`, ...).
     pub fn context(&self) -> Option<&Object> {
         self.ctx.as_ref()

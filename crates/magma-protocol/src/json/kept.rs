@@ -83,6 +83,27 @@ impl Parts {
         }
     }
 
+    /// The first `max_chars` characters of the text (all of it when
+    /// shorter), read from the parts that hold them.
+    pub(crate) fn head(&self, max_chars: usize) -> String {
+        let mut out = String::new();
+        let mut left = max_chars;
+        for part in &self.parts {
+            let text = part.as_str();
+            match text.char_indices().nth(left) {
+                Some((at, _)) => {
+                    out.push_str(&text[..at]);
+                    return out;
+                }
+                None => {
+                    out.push_str(text);
+                    left -= text.chars().count();
+                }
+            }
+        }
+        out
+    }
+
     /// The whole text, borrowed when it is one part.
     pub(crate) fn text(&self) -> Cow<'_, str> {
         match self.parts.as_slice() {

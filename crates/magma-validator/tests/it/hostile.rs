@@ -305,12 +305,13 @@ fn one_object_of_two_million_keys_stays_under_twice_the_limit() {
 }
 
 /// One undeclared key whose value is millions of elements, in an answer
-/// and in a request (16 MiB each): the value is read as its text, shared
-/// by the `extra_forbidden` error and by the object the `missing` errors
-/// echo, so `check` stays under twice the file (it held a tree of the
-/// value and a copy of it per error: 1.3 GiB).
+/// and in a request (16 MiB each): the value is read as its text, once,
+/// shared by the `extra_forbidden` error and by the object the `missing`
+/// errors echo, so `check` holds the file and that text, plus the debug
+/// binary's fixed cost (measured 40 MiB; it held a tree of the value and a
+/// copy of it per error: 1.3 GiB in the release build).
 #[test]
-fn check_stays_under_twice_the_size_of_one_huge_unknown_value() {
+fn check_holds_a_huge_unknown_value_once_as_text() {
     let dir = TempDir::new("huge-value");
     for (kind, prefix, suffix, missing) in [
         ("response", r#"[{"k":["#, "]}]", 5),
@@ -346,6 +347,10 @@ fn check_stays_under_twice_the_size_of_one_huge_unknown_value() {
         let input = found[missing]["input"].as_str().unwrap();
         assert!(input.starts_with("[0,0,0,"), "{input}");
         let size_kib = (size / 1024) as u64;
-        assert!(run.peak_kib < 2 * size_kib, "{kind}: {} KiB", run.peak_kib);
+        assert!(
+            run.peak_kib < 2 * size_kib + 12 * 1024,
+            "{kind}: {} KiB",
+            run.peak_kib
+        );
     }
 }
