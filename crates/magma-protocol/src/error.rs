@@ -455,25 +455,31 @@ impl Error {
 }
 
 impl Error {
+    /// About how long [`to_fastapi_string`](Error::to_fastapi_string) is,
+    /// without writing it: exact for the inputs kept as text (the long
+    /// ones a hostile document makes), an estimate for the others. A
+    /// server can count the bytes of a `422` before it writes it.
+    pub fn fastapi_len_hint(&self) -> usize {
+        64 + self
+            .issues
+            .iter()
+            .map(|i| {
+                160 + i.msg.len()
+                    + match &i.input {
+                        Some(Input::Text(t, _)) => t.len(),
+                        Some(Input::Value(v)) => v.size_hint(),
+                        None => 2,
+                    }
+            })
+            .sum::<usize>()
+    }
+
     /// The text of [`to_fastapi_body`](Error::to_fastapi_body), byte for
     /// byte, written without building the body as a tree: an input kept as
     /// text is copied, so a `422` that echoes a large value costs that text,
     /// not a tree of it.
     pub fn to_fastapi_string(&self) -> String {
-        let mut out = String::with_capacity(
-            64 + self
-                .issues
-                .iter()
-                .map(|i| {
-                    160 + i.msg.len()
-                        + match &i.input {
-                            Some(Input::Text(t, _)) => t.len(),
-                            Some(Input::Value(v)) => v.size_hint(),
-                            None => 2,
-                        }
-                })
-                .sum::<usize>(),
-        );
+        let mut out = String::with_capacity(self.fastapi_len_hint());
         out.push_str("{\"detail\":[");
         for (n, issue) in self.issues.iter().enumerate() {
             if n > 0 {

@@ -747,13 +747,21 @@ where
 /// on the blocking pool one at a time with the long parses, so that a long
 /// one holds neither a runtime worker nor more than one core. It keeps the
 /// request's share of the budget until it has been sent, and takes the
-/// bytes by which it is longer than that share (waiting up to 1 s, then
-/// `503`), so that what `422` bodies hold stays within the budget.
+/// bytes by which it is longer than that share before it is written
+/// (waiting up to 1 s, then `503`: from the error's length hint, exact for
+/// the long inputs) and any shortfall of the hint once it is, so that what
+/// `422` bodies hold stays within the budget.
 pub(crate) async fn invalid(
     e: magma_protocol::Error,
     mut share: limits::BudgetShare,
     budget: &limits::BodyBudget,
 ) -> Reply {
+    if !share
+        .take(e.fastapi_len_hint().saturating_sub(share.held()))
+        .await
+    {
+        return over_budget(budget);
+    }
     // The share holds the body twice: a long body's `422` may be long.
     let text = if share.held() < 2 * limits::PARSE_OFF_RUNTIME_BYTES {
         Some(e.to_fastapi_string())
