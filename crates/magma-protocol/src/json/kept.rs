@@ -183,13 +183,16 @@ impl KeptInputs {
 
 /// The kept texts of `kept` (by location relative to a value), grouped
 /// by the first segment of their location, that segment removed.
-type Kept<'k> = [(&'k [Segment], &'k Arc<String>)];
+type Kept<'k> = [KeptAt<'k>];
+
+/// A kept text and its location, relative to a value.
+type KeptAt<'k> = (&'k [Segment], &'k Arc<String>);
 
 fn group<'k, K: Eq + std::hash::Hash>(
     kept: &Kept<'k>,
     key: impl Fn(&'k Segment) -> Option<K>,
-) -> HashMap<K, Vec<(&'k [Segment], &'k Arc<String>)>> {
-    let mut by: HashMap<K, Vec<(&'k [Segment], &'k Arc<String>)>> = HashMap::new();
+) -> HashMap<K, Vec<KeptAt<'k>>> {
+    let mut by: HashMap<K, Vec<KeptAt<'k>>> = HashMap::new();
     for &(l, t) in kept {
         if let Some((first, rest)) = l.split_first() {
             if let Some(k) = key(first) {

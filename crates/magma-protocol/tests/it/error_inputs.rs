@@ -130,7 +130,7 @@ fn a_large_value_with_a_repeated_key_is_kept_as_written() {
     let extra = &err.issues()[5];
     assert_eq!(extra.location().to_string(), "[0].k");
     let text = extra.input_text().unwrap();
-    assert!(text.starts_with(r#"[{"a":1,"a":2},0,0"#), "{:.40}", text);
+    assert!(text.starts_with(r#"[{"a":1,"a":2},0,0"#), "{text:.40}");
     assert_eq!(text.len(), 14 + 2 * 40_000 + 1);
     // Without the repeat, the same size is exact.
     response(&format!(r#"[{{"k":[{{"a":1, "b":2}}{zeros}]}}]"#));

@@ -323,7 +323,7 @@ fn check_holds_a_huge_unknown_value_once_as_text() {
         ),
     ] {
         let size = 16 * MIB - 1;
-        let n = (size - prefix.len() - suffix.len() + 1) / 2;
+        let n = (size - prefix.len() - suffix.len()).div_ceil(2);
         let mut doc = String::with_capacity(size);
         doc.push_str(prefix);
         doc.push('0');
