@@ -1,9 +1,14 @@
 //! Validation errors: every problem in a document, each with a location and
 //! a stable kind, renderable as the FastAPI/pydantic 422 body.
 
+use std::borrow::Cow;
 use std::fmt;
+use std::sync::{Arc, OnceLock};
 
-use crate::json::{Json, Location, Object, Position, SyntaxError, segment_json};
+use crate::json::write::{WriteJson, write_str};
+use crate::json::{
+    Json, Limits, Location, Object, Parts, Position, SyntaxError, parse, segment_json,
+};
 
 /// The stable kind of one problem. Its [`as_str`](ErrorKind::as_str) name is
 /// the pydantic error `type` the reference reports for the same problem.
@@ -126,9 +131,61 @@ pub struct Issue {
     kind: ErrorKind,
     loc: Location,
     msg: String,
-    input: Option<Json>,
+    input: Option<Input>,
     ctx: Option<Object>,
     position: Option<Position>,
+}
+
+/// An error's `input`, shared: the `missing` errors of one object echo the
+/// same object, and a clone of an issue costs a count, not a copy.
+#[derive(Debug, Clone)]
+pub(crate) enum Input {
+    /// A value.
+    Value(Arc<Json>),
+    /// The compact text of a value that was never built as a tree, or of
+    /// an object holding one (see `json/kept.rs`), and the tree, made only
+    /// if [`Issue::input`] is asked for it.
+    Text(Arc<Parts>, Arc<OnceLock<Json>>),
+}
+
+impl Input {
+    pub(crate) fn text(text: Parts) -> Input {
+        Input::Text(Arc::new(text), Arc::default())
+    }
+
+    fn value(&self) -> &Json {
+        match self {
+            Input::Value(v) => v,
+            Input::Text(text, tree) => tree.get_or_init(|| {
+                // The text was written by this crate's writer: valid JSON.
+                parse(text.text().as_bytes(), Limits::NONE).unwrap_or_default()
+            }),
+        }
+    }
+
+    fn write(&self, out: &mut String) {
+        match self {
+            Input::Value(v) => v.write_json(out),
+            Input::Text(text, _) => text.write(out),
+        }
+    }
+
+    fn json_text(&self) -> Cow<'_, str> {
+        match self {
+            Input::Value(v) => Cow::Owned(v.to_json_string()),
+            Input::Text(text, _) => text.text(),
+        }
+    }
+}
+
+impl PartialEq for Input {
+    fn eq(&self, other: &Input) -> bool {
+        match (self, other) {
+            (Input::Value(a), Input::Value(b)) => a == b,
+            (Input::Text(a, _), Input::Text(b, _)) => a.text() == b.text(),
+            _ => self.json_text() == other.json_text(),
+        }
+    }
 }
 
 impl Issue {
@@ -144,6 +201,12 @@ impl Issue {
     }
 
     pub(crate) fn with_input(mut self, input: Json) -> Issue {
+        self.input = Some(Input::Value(Arc::new(input)));
+        self
+    }
+
+    /// The input, shared with the other issues that echo the same value.
+    pub(crate) fn with_shared_input(mut self, input: Input) -> Issue {
         self.input = Some(input);
         self
     }
@@ -188,8 +251,33 @@ impl Issue {
     }
 
     /// The offending value, as pydantic's `input`.
+    ///
+    /// A large value that is only this error's input (an undeclared key's
+    /// array or object) is kept as text and built as a tree on the first
+    /// call: [`input_text`](Issue::input_text) and
+    /// [`Error::to_fastapi_string`] never build it.
     pub fn input(&self) -> Option<&Json> {
-        self.input.as_ref()
+        self.input.as_ref().map(Input::value)
+    }
+
+    /// The compact JSON text of [`input`](Issue::input), borrowed when the
+    /// value was kept as text.
+    pub fn input_text(&self) -> Option<Cow<'_, str>> {
+        self.input.as_ref().map(Input::json_text)
+    }
+
+    /// The first `max_chars` characters of [`input_text`](Issue::input_text)
+    /// (all of it when shorter), without writing the rest when the value
+    /// was kept as text: for messages that show the start of a value.
+    pub fn input_text_head(&self, max_chars: usize) -> Option<Cow<'_, str>> {
+        let head = |text: &str| match text.char_indices().nth(max_chars) {
+            Some((at, _)) => text[..at].to_owned(),
+            None => text.to_owned(),
+        };
+        self.input.as_ref().map(|input| match input {
+            Input::Text(parts, _) => Cow::Owned(parts.head(max_chars)),
+            Input::Value(_) => Cow::Owned(head(&input.json_text())),
+        })
     }
 
     /// Extra facts about the rule (`{"gt": 0}`, `{"min_length": 1}`, ...).
@@ -224,14 +312,46 @@ impl Issue {
         o.insert("msg", Json::from(self.msg.as_str()));
         o.insert(
             "input",
-            self.input
-                .clone()
+            self.input()
+                .cloned()
                 .unwrap_or_else(|| Json::Object(Object::new())),
         );
         if let Some(ctx) = &self.ctx {
             o.insert("ctx", Json::Object(ctx.clone()));
         }
         Json::Object(o)
+    }
+
+    /// [`to_fastapi`](Issue::to_fastapi) as text, appended to `out`, the
+    /// input copied from its text when it was kept as text.
+    fn write_fastapi(&self, out: &mut String) {
+        out.push_str("{\"type\":");
+        write_str(out, self.kind.as_str());
+        out.push_str(",\"loc\":[\"body\"");
+        match self.position {
+            Some(p) => {
+                out.push(',');
+                Json::from(p.char_offset).write_json(out);
+            }
+            None => {
+                for seg in self.loc.segments() {
+                    out.push(',');
+                    segment_json(seg).write_json(out);
+                }
+            }
+        }
+        out.push_str("],\"msg\":");
+        write_str(out, &self.msg);
+        out.push_str(",\"input\":");
+        match &self.input {
+            Some(input) => input.write(out),
+            None => out.push_str("{}"),
+        }
+        if let Some(ctx) = &self.ctx {
+            out.push_str(",\"ctx\":");
+            ctx.write_json(out);
+        }
+        out.push('}');
     }
 }
 
@@ -331,6 +451,49 @@ impl Error {
             o.insert("omitted_errors", Json::from(self.omitted as u64));
         }
         Json::Object(o)
+    }
+}
+
+impl Error {
+    /// About how long [`to_fastapi_string`](Error::to_fastapi_string) is,
+    /// without writing it: exact for the inputs kept as text (the long
+    /// ones a hostile document makes), an estimate for the others. A
+    /// server can count the bytes of a `422` before it writes it.
+    pub fn fastapi_len_hint(&self) -> usize {
+        64 + self
+            .issues
+            .iter()
+            .map(|i| {
+                160 + i.msg.len()
+                    + match &i.input {
+                        Some(Input::Text(t, _)) => t.len(),
+                        Some(Input::Value(v)) => v.size_hint(),
+                        None => 2,
+                    }
+            })
+            .sum::<usize>()
+    }
+
+    /// The text of [`to_fastapi_body`](Error::to_fastapi_body), byte for
+    /// byte, written without building the body as a tree: an input kept as
+    /// text is copied, so a `422` that echoes a large value costs that text,
+    /// not a tree of it.
+    pub fn to_fastapi_string(&self) -> String {
+        let mut out = String::with_capacity(self.fastapi_len_hint());
+        out.push_str("{\"detail\":[");
+        for (n, issue) in self.issues.iter().enumerate() {
+            if n > 0 {
+                out.push(',');
+            }
+            issue.write_fastapi(&mut out);
+        }
+        out.push(']');
+        if self.omitted > 0 {
+            out.push_str(",\"omitted_errors\":");
+            Json::from(self.omitted as u64).write_json(&mut out);
+        }
+        out.push('}');
+        out
     }
 }
 

@@ -16,9 +16,10 @@ use std::ops::Deref;
 
 use serde::ser::{Serialize, Serializer};
 
-use crate::error::{Error, ErrorKind, Issue};
+use crate::error::{Error, ErrorKind, Input, Issue};
 use crate::json::{
-    FreeFormProblem, Json, Location, Map, Number, Object, Segment, check_free_form, parse,
+    Counted, FreeFormProblem, Json, KeptInputs, Location, Map, Number, Object, Parts, Segment,
+    check_free_form, parse,
 };
 use crate::limits::{MAX_FREE_FORM_DEPTH, MAX_REPORTED_ERRORS, READ};
 
@@ -36,6 +37,9 @@ pub(crate) struct Validation {
     issues: Vec<Issue>,
     /// Problems found past [`MAX_REPORTED_ERRORS`]: counted, not kept.
     omitted: usize,
+    /// Values of the document read as text, not built: an empty array or
+    /// object holds their places in the value being validated.
+    kept: KeptInputs,
 }
 
 impl Validation {
@@ -45,6 +49,7 @@ impl Validation {
             path: Vec::with_capacity(8),
             issues: Vec::new(),
             omitted: 0,
+            kept: KeptInputs::default(),
         }
     }
 
@@ -97,13 +102,26 @@ impl Validation {
     }
 
     /// Records a problem: kept while fewer than [`MAX_REPORTED_ERRORS`]
-    /// are, counted (and dropped, with the input it carried) after.
+    /// are, counted (and dropped, with the input it carried) after. The
+    /// value at a location kept as text (an undeclared key's, or a scalar
+    /// field's array or object) is the input of the problem there: its
+    /// text replaces the empty value that held its place.
     pub(crate) fn push(&mut self, issue: Issue) {
         if self.issues.len() < MAX_REPORTED_ERRORS {
+            let issue = match self.kept.get(issue.location()) {
+                Some(text) => issue.with_shared_input(Input::text(Parts::kept(text.clone()))),
+                None => issue,
+            };
             self.issues.push(issue);
         } else {
             self.omitted += 1;
         }
+    }
+
+    /// `true` while problems are still kept (fewer than
+    /// [`MAX_REPORTED_ERRORS`] so far).
+    pub(crate) fn keeps_more(&self) -> bool {
+        self.issues.len() < MAX_REPORTED_ERRORS
     }
 
     /// Validates a whole document as the model `model`: `f` reads the value,
@@ -113,22 +131,25 @@ impl Validation {
         value: Json,
         f: impl FnOnce(Json, &mut Validation) -> Option<T>,
     ) -> Result<T, Error> {
-        Validation::document_counted(model, value, 0, f)
+        Validation::document_counted(model, value, Counted::default(), f)
     }
 
     /// [`document`](Validation::document) of a value read by
     /// [`parse_shaped_counted`](crate::json::parse_shaped_counted) with
-    /// [`MAX_REPORTED_ERRORS`] kept: `dropped` scalars were not built, each
-    /// an error past the cap (it follows that many errors of its own list).
+    /// [`MAX_REPORTED_ERRORS`] kept: `counted.dropped` scalars and keys
+    /// were not built, each an error past the cap (it follows that many
+    /// errors of its own list), and the values of `counted.kept` were read
+    /// as text.
     pub(crate) fn document_counted<T>(
         model: &'static str,
         value: Json,
-        dropped: usize,
+        counted: Counted,
         f: impl FnOnce(Json, &mut Validation) -> Option<T>,
     ) -> Result<T, Error> {
         let mut cx = Validation::new(model);
+        cx.kept = counted.kept;
         let out = f(value, &mut cx);
-        cx.omitted += dropped;
+        cx.omitted += counted.dropped;
         cx.finish_opt(out)
     }
 
@@ -464,6 +485,10 @@ pub(crate) fn model_map<T>(
             path: Vec::new(),
             issues: Vec::new(),
             omitted: 0,
+            // The documents with a `dict[str, Model]` are read without a
+            // model shape: nothing is kept as text in them (and `cx.push`
+            // below would put a kept text back by its whole location).
+            kept: KeptInputs::default(),
         };
         match item(value, &mut sub) {
             Some(t) if sub.issues.is_empty() && sub.omitted == 0 => {
@@ -565,6 +590,7 @@ fn check_value_at(o: &Object, i: usize, value: &Json, cx: &mut Validation, limit
         path: Vec::new(),
         issues: Vec::new(),
         omitted: 0,
+        kept: KeptInputs::default(),
     };
     check_free_form_at(value, &mut sub, limit);
     if sub.issues.is_empty() {
@@ -619,15 +645,27 @@ pub(crate) fn model_object(v: Json, class: &'static str, cx: &mut Validation) ->
 pub(crate) struct Fields {
     obj: Object,
     /// The whole object, kept only when a required field is missing: pydantic
-    /// reports the object as the `input` of a `missing` error.
-    snapshot: Option<Json>,
+    /// reports the object as the `input` of a `missing` error. One copy,
+    /// shared by those errors; its text when it holds values kept as text.
+    snapshot: Option<Input>,
     start: usize,
 }
 
 impl Fields {
     pub(crate) fn new(obj: Object, required: &[&str], cx: &Validation) -> Fields {
-        let missing = required.iter().any(|k| !obj.contains_key(k));
-        let snapshot = missing.then(|| Json::Object(obj.clone()));
+        // Past the error cap, the `missing` errors are only counted.
+        let missing = cx.keeps_more() && required.iter().any(|k| !obj.contains_key(k));
+        let snapshot = missing.then(|| {
+            let text = if cx.kept.is_empty() {
+                None
+            } else {
+                cx.kept.text_of(&cx.location([]), &obj)
+            };
+            match text {
+                Some(text) => Input::text(text),
+                None => Input::Value(std::sync::Arc::new(Json::Object(obj.clone()))),
+            }
+        });
         Fields {
             obj,
             snapshot,
@@ -644,9 +682,13 @@ impl Fields {
         match self.obj.remove(key) {
             Some(v) => cx.at(PathSeg::Field(key), |cx| f(v, cx)),
             None => {
-                let input = self.snapshot.clone().unwrap_or_default();
                 cx.at(PathSeg::Field(key), |cx| {
-                    cx.report(ErrorKind::Missing, "Field required", input);
+                    let issue = Issue::new(ErrorKind::Missing, cx.location([]), "Field required");
+                    cx.push(match &self.snapshot {
+                        Some(input) => issue.with_shared_input(input.clone()),
+                        // Past the error cap: counted only.
+                        None => issue,
+                    });
                 });
                 None
             }

@@ -102,7 +102,7 @@ where
         None => return Reply::new(internal_error()),
         Some(Err(e)) => {
             tracing::debug!(error = %e, "invalid CoachingSessionConfig; answered 422");
-            return invalid(e, share).await;
+            return invalid(e, share, &shared.body_budget).await;
         }
     };
     let opened = shared
@@ -159,7 +159,7 @@ where
         None => return Reply::new(internal_error()),
         Some(Err(e)) => {
             tracing::debug!(error = %e, "invalid SpecializedCoachingRequest; answered 422");
-            return invalid(e, share).await;
+            return invalid(e, share, &shared.body_budget).await;
         }
     };
     let id = truncate(request.request_id().to_owned());

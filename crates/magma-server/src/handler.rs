@@ -742,19 +742,37 @@ where
 }
 
 /// The `422` of a body that did not validate; its text (which echoes parts
-/// of the request, up to about a whole body) is written, for a long body,
-/// on the blocking pool one at a time with the long parses, so that a long one holds
-/// neither a runtime worker nor more than one core, and keeps the
-/// request's share of the budget until it has been sent.
-pub(crate) async fn invalid(e: magma_protocol::Error, share: limits::BudgetShare) -> Reply {
+/// of the request: each `missing` error the whole object it is missing
+/// from, so it may be a few times the body) is written, for a long body,
+/// on the blocking pool one at a time with the long parses, so that a long
+/// one holds neither a runtime worker nor more than one core. It keeps the
+/// request's share of the budget until it has been sent, and takes the
+/// bytes by which it is longer than that share before it is written
+/// (waiting up to 1 s, then `503`: from the error's length hint, exact for
+/// the long inputs) and any shortfall of the hint once it is, so that what
+/// `422` bodies hold stays within the budget.
+pub(crate) async fn invalid(
+    e: magma_protocol::Error,
+    mut share: limits::BudgetShare,
+    budget: &limits::BodyBudget,
+) -> Reply {
+    if !share
+        .take(e.fastapi_len_hint().saturating_sub(share.held()))
+        .await
+    {
+        return over_budget(budget);
+    }
     // The share holds the body twice: a long body's `422` may be long.
     let text = if share.held() < 2 * limits::PARSE_OFF_RUNTIME_BYTES {
-        Some(e.to_fastapi_body().to_json_string())
+        Some(e.to_fastapi_string())
     } else {
-        limits::off_runtime(move || e.to_fastapi_body().to_json_string()).await
+        limits::off_runtime(move || e.to_fastapi_string()).await
     };
     match text {
         Some(text) => {
+            if !share.take(text.len().saturating_sub(share.held())).await {
+                return over_budget(budget);
+            }
             let body = limits::held_text(text, share);
             Reply::new(bytes_response(StatusCode::UNPROCESSABLE_ENTITY, body))
         }
@@ -796,7 +814,7 @@ where
         Some(Ok(request)) => request,
         Some(Err(e)) => {
             tracing::debug!(error = %e, "invalid AgentRequest; answered 422");
-            return invalid(e, share).await;
+            return invalid(e, share, &shared.body_budget).await;
         }
         None => return Reply::new(internal_error()),
     };

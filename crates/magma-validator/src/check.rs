@@ -135,8 +135,9 @@ pub(crate) fn issue_finding(document: &str, impact: &str, issue: &Issue) -> Find
         .with_impact(impact)
         .with_fix(fix_for(issue.kind()));
     if issue.kind() != ErrorKind::JsonInvalid {
-        if let Some(input) = issue.input() {
-            finding = finding.with_input(shorten(&input.to_json_string(), 120));
+        // One character more than shown: `shorten` marks the cut.
+        if let Some(input) = issue.input_text_head(121) {
+            finding = finding.with_input(shorten(&input, 120));
         }
     }
     finding
@@ -353,8 +354,8 @@ pub(crate) fn coaching_mismatch_findings(e: &magma_protocol::Error) -> Vec<Findi
             )
             .with_impact(COACHING_MISMATCH_IMPACT)
             .with_fix(COACHING_MISMATCH_FIX);
-            if let Some(input) = issue.input() {
-                finding = finding.with_input(shorten(&input.to_json_string(), 120));
+            if let Some(input) = issue.input_text_head(121) {
+                finding = finding.with_input(shorten(&input, 120));
             }
             finding
         })

@@ -33,6 +33,7 @@
 mod check;
 mod count;
 mod cursor;
+mod kept;
 mod key_filter;
 mod key_set;
 mod lex;
@@ -55,9 +56,12 @@ pub(crate) use cursor::Cursor;
 pub(crate) use key_filter::KeyFilter;
 // The exact path without the error cap: the direct readers' tests compare
 // against it; every `from_slice` goes through `parse_shaped_counted`.
+pub(crate) use kept::{KeptInputs, Parts};
 #[cfg(test)]
 pub(crate) use parse::parse_shaped;
-pub(crate) use parse::{Limits, Shape, SyntaxError, duplicate_keys, parse, parse_shaped_counted};
+pub(crate) use parse::{
+    Counted, Limits, Shape, SyntaxError, duplicate_keys, parse, parse_shaped_counted,
+};
 pub(crate) use path::segment_json;
 pub(crate) use write::{WriteJson, to_string, to_value};
 

@@ -17,6 +17,7 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
 
+use super::kept::{EXACT_FALLBACK_BYTES, KeptInputs};
 use super::key_set::{KeySet, count_distinct, keep_repeats, key_text, offsets_fit};
 use super::lex::{escaped_string_end, number_end, plain_run_end, plain_string, ws_end};
 use super::path::{Location, Segment};
@@ -131,6 +132,12 @@ pub(crate) enum Shape {
     /// object: [`parse_shaped_counted`] keeps the first scalars there (each
     /// an error) and only counts the ones past the error cap.
     List(&'static Shape),
+    /// A field of a [`Shape::Model`] whose type is a scalar (a string, a
+    /// number, a boolean, a literal): an array or an object there is an
+    /// error whatever it holds, and only that error's input, so
+    /// [`parse_shaped_counted`] reads it as text, as an undeclared key's
+    /// value.
+    Scalar,
     /// A `dict[str, JsonValue]` position: keep the object as validated text
     /// when it is clean; anything unusual (an error to report, a duplicate
     /// key, an escaped key) falls back to a tree, which validation then
@@ -209,6 +216,9 @@ pub(super) struct Parser<'a> {
     keep_scalars: Option<usize>,
     /// Scalars not kept.
     dropped: usize,
+    /// Values of undeclared keys of models, kept as text
+    /// ([`parse_shaped_counted`]).
+    kept: KeptInputs,
 }
 
 impl<'a> Parser<'a> {
@@ -222,7 +232,20 @@ impl<'a> Parser<'a> {
             scratch: ScanBuffers::default(),
             keep_scalars: None,
             dropped: 0,
+            kept: KeptInputs::default(),
         }
+    }
+
+    pub(super) fn src(&self) -> &'a [u8] {
+        self.src
+    }
+
+    pub(super) fn text(&self) -> &'a str {
+        self.text
+    }
+
+    pub(super) fn limits(&self) -> Limits {
+        self.limits
     }
 
     /// The offset of the next byte.
@@ -499,7 +522,7 @@ impl<'a> Parser<'a> {
 
     /// [`Parser::object_key`], borrowing the key from the input when it has
     /// no escapes.
-    fn borrowed_key(&mut self) -> PResult<Cow<'a, str>> {
+    pub(super) fn borrowed_key(&mut self) -> PResult<Cow<'a, str>> {
         if self.peek() != Some(b'"') {
             return Err((self.pos, "expected a property name in double quotes"));
         }
@@ -534,7 +557,7 @@ fn key_path(stack: &[KeyFrame<'_>], last: Option<Segment>) -> Location {
     Location::from(segs)
 }
 
-type PResult<T> = Result<T, (usize, &'static str)>;
+pub(super) type PResult<T> = Result<T, (usize, &'static str)>;
 
 /// Parses one document into a tree.
 pub(crate) fn parse(src: &[u8], limits: Limits) -> Result<Json, SyntaxError> {
@@ -568,12 +591,18 @@ pub(crate) fn parse_shaped(
 /// of the same kind, counted and returned with the value instead of built.
 /// A hostile `[0, 0, ...]` where objects belong then costs its scan, not a
 /// tree of millions of values.
+///
+/// The value of an undeclared key of a [`Shape::Model`] (or of a
+/// [`Shape::Scalar`] field) that is an array or an object is an error
+/// whatever it holds, and only ever that error's `input`: it is read as its
+/// text ([`KeptInputs`]), with an empty array or object in its place in the
+/// tree.
 pub(crate) fn parse_shaped_counted(
     src: &[u8],
     shape: &'static Shape,
     limits: Limits,
     keep: usize,
-) -> Result<(Json, usize), SyntaxError> {
+) -> Result<(Json, Counted), SyntaxError> {
     let text = std::str::from_utf8(src)
         .map_err(|e| SyntaxError::at(src, e.valid_up_to(), "invalid UTF-8 in the body"))?;
     let mut p = Parser::new(src, text, limits);
@@ -581,7 +610,33 @@ pub(crate) fn parse_shaped_counted(
     let value = p
         .document(Mode::Shaped(shape))
         .map_err(|(at, msg)| SyntaxError::at(src, at, msg))?;
-    Ok((value, p.dropped))
+    Ok((
+        value,
+        Counted {
+            dropped: p.dropped,
+            kept: p.kept,
+        },
+    ))
+}
+
+/// What [`parse_shaped_counted`] read besides the tree.
+#[derive(Debug, Default)]
+pub(crate) struct Counted {
+    /// Errors past the cap that were counted, not built.
+    pub(crate) dropped: usize,
+    /// Values that are only errors' inputs, kept as text.
+    pub(crate) kept: KeptInputs,
+}
+
+/// How the parser reads the value of an object's member.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Read {
+    /// As a tree.
+    Build,
+    /// Checked and counted, not kept ([`Parser::drop_member`]).
+    Skip,
+    /// An undeclared key of a model: a container is kept as text.
+    Keep,
 }
 
 /// Elements in this mode must be objects (models or free-form objects).
@@ -625,18 +680,27 @@ impl Parser<'_> {
     fn value_tree(&mut self, root_mode: Mode) -> PResult<Json> {
         let mut stack: Vec<Frame> = Vec::new();
         let mut mode = root_mode;
-        // The next value is an unknown member of a model past the error
-        // cap: read without building it ([`Parser::drop_member`]).
-        let mut skip_next = false;
+        // How to read the next value when it is a member of an object:
+        // an unknown member of a model past the error cap is read without
+        // building it, one before it is kept as text when it is a container
+        // ([`Parser::drop_member`]).
+        let mut next = Read::Build;
         // The value just completed was skipped: nothing to insert.
         let mut skipped = false;
         'value: loop {
             // Start of a value.
             self.skip_ws();
-            let mut done = if std::mem::take(&mut skip_next) {
+            let read = std::mem::replace(&mut next, Read::Build);
+            let mut done = if read == Read::Skip {
                 self.skip_value(stack.len())?;
                 skipped = true;
                 Json::Null
+            } else if let Some(place) = (read == Read::Keep)
+                .then(|| self.keep_as_text(&stack))
+                .transpose()?
+                .flatten()
+            {
+                place
             } else {
                 match self.peek() {
                     Some(b'{') if matches!(mode, Mode::InKeptText) => {
@@ -703,7 +767,7 @@ impl Parser<'_> {
                             let key = self.object_key()?;
                             let child = mode.field(&key);
                             let (mut unknown, mut dropped) = (0, Vec::new());
-                            skip_next = self.drop_member(
+                            next = self.drop_member(
                                 mode,
                                 (&Map::new(), &None),
                                 (&mut unknown, &mut dropped),
@@ -782,7 +846,7 @@ impl Parser<'_> {
                                 let at = self.pos;
                                 *key = self.object_key()?;
                                 mode = object_mode.field(key);
-                                skip_next = self.drop_member(
+                                next = self.drop_member(
                                     *object_mode,
                                     (map, index),
                                     (unknown, dropped),
@@ -830,28 +894,82 @@ impl Parser<'_> {
         (unknown, dropped): (&mut usize, &mut Vec<u32>),
         key: &str,
         at: usize,
-    ) -> bool {
+    ) -> Read {
         let (Some(keep), Mode::Shaped(Shape::Model { declared, .. })) = (self.keep_scalars, mode)
         else {
-            return false;
+            return Read::Build;
         };
         if declared.contains(&key) {
-            return false;
+            return if matches!(mode.field(key), Mode::Shaped(Shape::Scalar)) {
+                Read::Keep
+            } else {
+                Read::Build
+            };
         }
         let built = match index {
             Some(idx) => idx.contains_key(key),
             None => map.contains_key(key),
         };
         if built {
-            return false;
+            return Read::Keep;
         }
         if *unknown < keep || !offsets_fit(self.src) {
             *unknown += 1;
-            return false;
+            return Read::Keep;
         }
         // Fits: checked just above.
         dropped.push(at as u32);
-        true
+        Read::Skip
+    }
+
+    /// The value in front of the cursor is the current member of the object
+    /// on top of `stack`, an undeclared key of a model or a
+    /// [`Shape::Scalar`] field: when it is an array or an object, reads it
+    /// as its text into [`Parser::kept`] and returns what holds its place
+    /// in the tree (an empty array or object: validation refuses it as it
+    /// would the value). `None` when it is to be built: a scalar (which
+    /// also drops the text an earlier member of the same key left), or a
+    /// small value whose text is not the tree's ([`EXACT_FALLBACK_BYTES`]);
+    /// the cursor is then where it was.
+    fn keep_as_text(&mut self, stack: &[Frame]) -> PResult<Option<Json>> {
+        let loc = || {
+            Location::from(
+                stack
+                    .iter()
+                    .map(|f| match f {
+                        Frame::Array { items, .. } => Segment::Index(items.len()),
+                        Frame::Object { key, .. } => Segment::Key(key.clone()),
+                    })
+                    .collect::<Vec<_>>(),
+            )
+        };
+        let place = match self.peek() {
+            Some(b'[') => Json::Array(Vec::new()),
+            Some(b'{') => Json::Object(Object::new()),
+            _ => {
+                if !self.kept.is_empty() {
+                    self.kept.remove(&loc());
+                }
+                return Ok(None);
+            }
+        };
+        let start = self.pos;
+        // Checked first (the same errors), so that the text is sized once:
+        // it is never longer than its source but for the two quotes of a
+        // non-finite number.
+        self.skip_value(stack.len())?;
+        let mut text = String::with_capacity(self.pos - start + 2);
+        self.pos = start;
+        let exact = self.copy_value(stack.len(), &mut text)?;
+        if !exact && self.pos - start <= EXACT_FALLBACK_BYTES {
+            self.pos = start;
+            if !self.kept.is_empty() {
+                self.kept.remove(&loc());
+            }
+            return Ok(None);
+        }
+        self.kept.insert(loc(), std::sync::Arc::new(text));
+        Ok(Some(place))
     }
 
     /// Reads the value in front of the cursor as [`Parser::value_tree`]
@@ -922,7 +1040,7 @@ impl Parser<'_> {
         Ok(key)
     }
 
-    fn scalar(&mut self) -> PResult<Json> {
+    pub(super) fn scalar(&mut self) -> PResult<Json> {
         let start = self.pos;
         match self.peek() {
             Some(b'"') => self.string().map(Json::String),

@@ -21,14 +21,42 @@ use crate::validate::{
 
 mod direct;
 
-/// Where a request holds free-form objects, for the parser.
-const SHAPE: Shape = Shape::Fields(&[("inputs", Shape::List(&INPUT_SHAPE))]);
-const INPUT_SHAPE: Shape = Shape::Fields(&[
-    ("tools", Shape::List(&Shape::FreeObject)),
-    ("attributes", Shape::FreeObject),
-    ("memory", Shape::FreeObject),
-    ("extra_keys", Shape::FreeObject),
-]);
+/// Where a request holds free-form objects, for the parser. The models
+/// are strict: their declared fields are listed, so that the parser counts
+/// a hostile object's unknown keys past the error cap and keeps an unknown
+/// key's array or object as text instead of building it (as the response's
+/// models; `tests/it/hostile.rs` checks the lists against the validators).
+const SHAPE: Shape = Shape::Model {
+    declared: &["request_id", "inputs"],
+    fields: &[
+        ("request_id", Shape::Scalar),
+        ("inputs", Shape::List(&INPUT_SHAPE)),
+    ],
+};
+const INPUT_SHAPE: Shape = Shape::Model {
+    declared: &[
+        "id",
+        "instruction",
+        "tools",
+        "attributes",
+        "memory",
+        "num_outputs",
+        "extra_keys",
+    ],
+    fields: &[
+        ("id", Shape::Scalar),
+        ("num_outputs", Shape::Scalar),
+        ("instruction", INSTRUCTION_SHAPE),
+        ("tools", Shape::List(&Shape::FreeObject)),
+        ("attributes", Shape::FreeObject),
+        ("memory", Shape::FreeObject),
+        ("extra_keys", Shape::FreeObject),
+    ],
+};
+const INSTRUCTION_SHAPE: Shape = Shape::Model {
+    declared: &["type", "content"],
+    fields: &[("type", Shape::Scalar), ("content", Shape::Scalar)],
+};
 
 /// Who speaks in an instruction: `"user"` or `"env"` on the wire.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -150,9 +178,9 @@ impl AgentRequest {
         if let Some(request) = direct::read(bytes) {
             return Ok(request);
         }
-        let (value, dropped) = parse_shaped_counted(bytes, &SHAPE, READ, MAX_REPORTED_ERRORS)
+        let (value, counted) = parse_shaped_counted(bytes, &SHAPE, READ, MAX_REPORTED_ERRORS)
             .map_err(|e| Error::from(e).with_model("AgentRequest"))?;
-        Validation::document_counted("AgentRequest", value, dropped, request)
+        Validation::document_counted("AgentRequest", value, counted, request)
     }
 
     /// Validates an already parsed value.

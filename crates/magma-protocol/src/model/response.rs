@@ -35,6 +35,10 @@ const OUTPUT_SHAPE: Shape = Shape::Model {
         "error",
     ],
     fields: &[
+        ("request_id", Shape::Scalar),
+        ("source_id", Shape::Scalar),
+        ("candidate_index", Shape::Scalar),
+        ("status", Shape::Scalar),
         ("memory", Shape::FreeObject),
         ("internal_steps", Shape::List(&Shape::FreeObject)),
         ("output", DECISION_SHAPE),
@@ -43,15 +47,26 @@ const OUTPUT_SHAPE: Shape = Shape::Model {
 };
 const DECISION_SHAPE: Shape = Shape::Model {
     declared: &["say", "tool_calls"],
-    fields: &[("tool_calls", Shape::List(&TOOL_CALL_SHAPE))],
+    fields: &[
+        ("say", Shape::Scalar),
+        ("tool_calls", Shape::List(&TOOL_CALL_SHAPE)),
+    ],
 };
 const TOOL_CALL_SHAPE: Shape = Shape::Model {
     declared: &["name", "arguments", "target_robot_name"],
-    fields: &[("arguments", Shape::FreeObject)],
+    fields: &[
+        ("name", Shape::Scalar),
+        ("target_robot_name", Shape::Scalar),
+        ("arguments", Shape::FreeObject),
+    ],
 };
 const ERROR_SHAPE: Shape = Shape::Model {
     declared: &["code", "message", "component"],
-    fields: &[],
+    fields: &[
+        ("code", Shape::Scalar),
+        ("message", Shape::Scalar),
+        ("component", Shape::Scalar),
+    ],
 };
 
 /// A tool the agent wants a robot to run.
@@ -242,9 +257,9 @@ impl AgentResponse {
 
     /// Parses and validates a body, exactly as the reference would.
     pub fn from_slice(bytes: &[u8]) -> Result<Self, Error> {
-        let (value, dropped) = parse_shaped_counted(bytes, &SHAPE, READ, MAX_REPORTED_ERRORS)
+        let (value, counted) = parse_shaped_counted(bytes, &SHAPE, READ, MAX_REPORTED_ERRORS)
             .map_err(|e| Error::from(e).with_model("AgentResponse"))?;
-        Validation::document_counted("AgentResponse", value, dropped, |v, cx| {
+        Validation::document_counted("AgentResponse", value, counted, |v, cx| {
             list(v, cx, output).map(AgentResponse::new)
         })
     }

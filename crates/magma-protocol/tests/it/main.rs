@@ -3,6 +3,7 @@
 
 mod coaching;
 mod corpus;
+mod error_inputs;
 mod errors;
 mod exchange;
 mod fixtures;

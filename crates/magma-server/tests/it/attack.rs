@@ -508,3 +508,137 @@ async fn huge_free_form_objects_stay_within_the_budget() {
     eprintln!("attack: RSS after: {now} KiB");
     assert!(now < 128 * 1024, "RSS {now} KiB after the attack");
 }
+
+/// `{"request_id":"e","inputs":[{"k":[0,0,...]}]}` of `mib` MiB: one
+/// undeclared key whose value is millions of elements, echoed by its
+/// `extra_forbidden` error and inside the object by two `missing` errors.
+fn huge_unknown_value(mib: usize) -> String {
+    let prefix = r#"{"request_id":"e","inputs":[{"k":["#;
+    let n = (mib * 1024 * 1024 - prefix.len() - 4) / 2;
+    let mut s = String::with_capacity(mib * 1024 * 1024);
+    s.push_str(prefix);
+    s.push('0');
+    s.push_str(&",0".repeat(n - 1));
+    s.push_str("]}]}");
+    s
+}
+
+/// `{"request_id":[0,0,...],"inputs":[]}` of `mib` MiB: millions of
+/// elements where a string belongs, echoed by its `string_type` error.
+fn huge_scalar_field(mib: usize) -> String {
+    let n = (mib * 1024 * 1024 - 40) / 2;
+    format!(r#"{{"request_id":[0{}],"inputs":[]}}"#, ",0".repeat(n - 1))
+}
+
+/// `{"request_id":"e","inputs":[{<distinct unknown keys>}]}` of `mib` MiB:
+/// about 120,000 keys a MiB (1.95 million at 16 MiB), each an
+/// `extra_forbidden` error.
+fn many_unknown_keys(mib: usize) -> String {
+    let size = mib * 1024 * 1024;
+    let prefix = r#"{"request_id":"e","inputs":[{"#;
+    let mut s = String::with_capacity(size);
+    s.push_str(prefix);
+    // Keys of one to four printable characters, shortest first.
+    let alphabet: Vec<char> = (0x21u8..0x7f)
+        .map(char::from)
+        .filter(|c| !matches!(c, '"' | '\\'))
+        .collect();
+    let mut first = true;
+    'keys: for len in 1..=4u32 {
+        let count = alphabet.len().pow(len);
+        for mut i in 0..count {
+            let mut key = String::new();
+            for _ in 0..len {
+                key.push(alphabet[i % alphabet.len()]);
+                i /= alphabet.len();
+            }
+            let member = format!(r#""{key}":0"#);
+            if s.len() + member.len() + 1 + 3 > size {
+                break 'keys;
+            }
+            if !first {
+                s.push(',');
+            }
+            first = false;
+            s.push_str(&member);
+        }
+    }
+    s.push_str("}]}");
+    s
+}
+
+/// The request shapes whose values only errors echo: one undeclared key
+/// holding millions of elements, the same where a string field belongs,
+/// and an input of millions of distinct undeclared keys. Each is a `422`
+/// whose first errors are the reference's (their inputs echoed whole),
+/// `/health` keeps answering and the peak stays under the ceiling.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn values_only_errors_echo_stay_within_the_budget() {
+    let mut server = Proc::start(&[]);
+    let (mib, copies) = if full() { (16, 2) } else { (2, 2) };
+    let mut report = Vec::new();
+    let attacks: [(String, String); 3] = [
+        (
+            format!("one unknown key of millions of elements ({copies} x {mib} MiB)"),
+            huge_unknown_value(mib),
+        ),
+        (
+            format!("millions of elements in a string field ({copies} x {mib} MiB)"),
+            huge_scalar_field(mib),
+        ),
+        (
+            format!("an input of millions of distinct unknown keys ({copies} x {mib} MiB)"),
+            many_unknown_keys(mib),
+        ),
+    ];
+    for (name, body) in attacks {
+        assert!(body.len() <= mib * 1024 * 1024, "{name}: {}", body.len());
+        let before = server.peak_rss_kib();
+        let addr = server.addr;
+        let body = Bytes::from(body);
+        let (answers, slowest) = during(&server, async move {
+            let attacks: Vec<_> = (0..copies)
+                .map(|_| tokio::spawn(post_discarding(addr, body.clone())))
+                .collect();
+            let mut answers = Vec::new();
+            for a in attacks {
+                answers.push(a.await.expect("attack task"));
+            }
+            answers
+        })
+        .await;
+        let line = check(&mut server, &name, slowest, before);
+        eprintln!("attack: {name}: {answers:?}");
+        assert!(
+            answers.iter().all(|(s, _)| *s == 422),
+            "{name}: {answers:?}"
+        );
+        report.push(format!("{line}, answers {answers:?}"));
+    }
+    // The `422` of the first shape echoes the value three times: the
+    // texts are there, whole.
+    let small = huge_unknown_value(1);
+    let reply = send(
+        server.addr,
+        Method::POST,
+        "/v1/responses",
+        &[("content-type", "application/json")],
+        Bytes::from(small.clone()),
+    )
+    .await;
+    assert_eq!(reply.status.as_u16(), 422);
+    let body: serde_json::Value = serde_json::from_slice(&reply.body).expect("JSON 422");
+    let detail = body["detail"].as_array().expect("detail");
+    let kinds: Vec<&str> = detail.iter().map(|d| d["type"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["missing", "missing", "extra_forbidden"]);
+    let elements = (small.len() - 40) / 2;
+    assert!(detail[2]["input"].as_array().unwrap().len() >= elements);
+    assert_eq!(detail[0]["input"], detail[1]["input"]);
+    assert_eq!(detail[0]["input"]["k"], detail[2]["input"]);
+    let now = settles(&mut server).await;
+    eprintln!(
+        "attacks:\n  {}\n  RSS after: {now} KiB",
+        report.join("\n  ")
+    );
+    assert!(now < 128 * 1024, "RSS {now} KiB after the attacks");
+}

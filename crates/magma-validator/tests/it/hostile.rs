@@ -426,3 +426,54 @@ fn a_memory_of_a_million_keys_is_checked_within_twice_its_size() {
     assert!(run.peak_kib > size_kib * 9 / 10, "{} KiB", run.peak_kib);
     assert!(run.peak_kib < 3 * size_kib, "{} KiB", run.peak_kib);
 }
+
+/// One undeclared key whose value is millions of elements, in an answer
+/// and in a request (16 MiB each): the value is read as its text, once,
+/// shared by the `extra_forbidden` error and by the object the `missing`
+/// errors echo, so `check` holds the file and that text, plus the debug
+/// binary's fixed cost (measured 40 MiB; it held a tree of the value and a
+/// copy of it per error: 1.3 GiB in the release build).
+#[test]
+fn check_holds_a_huge_unknown_value_once_as_text() {
+    let dir = TempDir::new("huge-value");
+    for (kind, prefix, suffix, missing) in [
+        ("response", r#"[{"k":["#, "]}]", 5),
+        (
+            "request",
+            r#"{"request_id":"e","inputs":[{"k":["#,
+            "]}]}",
+            2,
+        ),
+    ] {
+        let size = 16 * MIB - 1;
+        let n = (size - prefix.len() - suffix.len()).div_ceil(2);
+        let mut doc = String::with_capacity(size);
+        doc.push_str(prefix);
+        doc.push('0');
+        doc.push_str(&",0".repeat(n - 1));
+        doc.push_str(suffix);
+        let file = dir.file(&format!("{kind}.json"), &doc);
+        drop(doc);
+        let run = run_measured(&["check", "--kind", kind, "--format", "json", &file]);
+        let report: Value = serde_json::from_slice(&run.stdout).expect("a JSON report");
+        eprintln!(
+            "check --kind {kind} of one 16 MiB unknown value: peak {} KiB, {:?}",
+            run.peak_kib, run.elapsed
+        );
+        assert_eq!(run.code, 1);
+        let found = report["findings"].as_array().unwrap();
+        let codes: Vec<&str> = found.iter().map(|f| f["code"].as_str().unwrap()).collect();
+        let mut want = vec!["missing"; missing];
+        want.push("extra_forbidden");
+        assert_eq!(codes, want, "{report:#}");
+        // The input is the value, shortened.
+        let input = found[missing]["input"].as_str().unwrap();
+        assert!(input.starts_with("[0,0,0,"), "{input}");
+        let size_kib = (size / 1024) as u64;
+        assert!(
+            run.peak_kib < 2 * size_kib + 12 * 1024,
+            "{kind}: {} KiB",
+            run.peak_kib
+        );
+    }
+}

@@ -65,7 +65,7 @@ macro_rules! document {
                 // As every document since issue 20: the first
                 // `MAX_REPORTED_ERRORS` scalars where objects belong are
                 // kept, the rest only counted.
-                let (value, dropped) = $crate::json::parse_shaped_counted(
+                let (value, counted) = $crate::json::parse_shaped_counted(
                     bytes,
                     $shape,
                     $crate::limits::READ,
@@ -75,7 +75,7 @@ macro_rules! document {
                 $crate::validate::Validation::document_counted(
                     stringify!($ty),
                     value,
-                    dropped,
+                    counted,
                     $validator,
                 )
             }

@@ -15,18 +15,39 @@ use crate::validate::{
     non_empty,
 };
 
-use super::step::{ERROR_SHAPE, POINT_SHAPE, STEP_SHAPE};
+use super::step::{DIAGNOSIS_SHAPE, ERROR_SHAPE, POINT_SHAPE, STAGE_SHAPE, STEP_SHAPE};
 use super::{CoachingDiagnosis, CoachingError, CoachingStage, CoachingStep, ReinjectionPoint};
 
 mod direct;
 
-/// Where a coaching request holds free-form objects, for the parser.
-const SHAPE: Shape = Shape::Fields(&[
-    ("active_errors", Shape::List(&ERROR_SHAPE)),
-    ("trajectory", Shape::List(&STEP_SHAPE)),
-    ("reinjection_points", Shape::List(&POINT_SHAPE)),
-    ("additional_info", Shape::FreeObject),
-]);
+/// Where a coaching request holds free-form objects, for the parser; its
+/// models are strict and list their fields (see `step.rs`).
+const SHAPE: Shape = Shape::Model {
+    declared: &[
+        "run_id",
+        "request_id",
+        "kind",
+        "stage",
+        "active_errors",
+        "diagnosis",
+        "target_step_id",
+        "trajectory",
+        "reinjection_points",
+        "additional_info",
+    ],
+    fields: &[
+        ("run_id", Shape::Scalar),
+        ("request_id", Shape::Scalar),
+        ("kind", Shape::Scalar),
+        ("target_step_id", Shape::Scalar),
+        ("stage", STAGE_SHAPE),
+        ("active_errors", Shape::List(&ERROR_SHAPE)),
+        ("diagnosis", DIAGNOSIS_SHAPE),
+        ("trajectory", Shape::List(&STEP_SHAPE)),
+        ("reinjection_points", Shape::List(&POINT_SHAPE)),
+        ("additional_info", Shape::FreeObject),
+    ],
+};
 
 /// What kind of repair is asked for (`kind` of a coaching request, and the
 /// names an agent lists in `AgentInfo.specialized_coaching`).

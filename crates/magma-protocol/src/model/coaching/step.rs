@@ -13,26 +13,111 @@ use crate::validate::{
 };
 use crate::{AgentDecision, AgentError, AgentInput};
 
-/// Where an `AgentInput` holds free-form objects.
-pub(super) const INPUT_SHAPE: Shape = Shape::Fields(&[
-    ("tools", Shape::List(&Shape::FreeObject)),
-    ("attributes", Shape::FreeObject),
-    ("memory", Shape::FreeObject),
-    ("extra_keys", Shape::FreeObject),
-]);
-const DECISION_SHAPE: Shape = Shape::Fields(&[("tool_calls", Shape::List(&TOOL_CALL_SHAPE))]);
-const TOOL_CALL_SHAPE: Shape = Shape::Fields(&[("arguments", Shape::FreeObject)]);
+/// Where an `AgentInput` holds free-form objects. The models are strict:
+/// their declared fields are listed, so that the parser counts a hostile
+/// object's unknown keys past the error cap and keeps an unknown key's
+/// array or object as text instead of building it (`tests/it/hostile.rs`
+/// checks the lists against the validators).
+pub(super) const INPUT_SHAPE: Shape = Shape::Model {
+    declared: &[
+        "id",
+        "instruction",
+        "tools",
+        "attributes",
+        "memory",
+        "num_outputs",
+        "extra_keys",
+    ],
+    fields: &[
+        ("id", Shape::Scalar),
+        ("num_outputs", Shape::Scalar),
+        ("instruction", INSTRUCTION_SHAPE),
+        ("tools", Shape::List(&Shape::FreeObject)),
+        ("attributes", Shape::FreeObject),
+        ("memory", Shape::FreeObject),
+        ("extra_keys", Shape::FreeObject),
+    ],
+};
+const INSTRUCTION_SHAPE: Shape = Shape::Model {
+    declared: &["type", "content"],
+    fields: &[("type", Shape::Scalar), ("content", Shape::Scalar)],
+};
+const DECISION_SHAPE: Shape = Shape::Model {
+    declared: &["say", "tool_calls"],
+    fields: &[
+        ("say", Shape::Scalar),
+        ("tool_calls", Shape::List(&TOOL_CALL_SHAPE)),
+    ],
+};
+const TOOL_CALL_SHAPE: Shape = Shape::Model {
+    declared: &["name", "arguments", "target_robot_name"],
+    fields: &[
+        ("name", Shape::Scalar),
+        ("target_robot_name", Shape::Scalar),
+        ("arguments", Shape::FreeObject),
+    ],
+};
+const AGENT_ERROR_SHAPE: Shape = Shape::Model {
+    declared: &["code", "message", "component"],
+    fields: &[
+        ("code", Shape::Scalar),
+        ("message", Shape::Scalar),
+        ("component", Shape::Scalar),
+    ],
+};
 /// Where a trajectory step holds free-form objects.
-pub(super) const STEP_SHAPE: Shape = Shape::Fields(&[
-    ("input", INPUT_SHAPE),
-    ("output", DECISION_SHAPE),
-    ("internal_steps", Shape::List(&Shape::FreeObject)),
-    ("execution", Shape::FreeObject),
-]);
+pub(super) const STEP_SHAPE: Shape = Shape::Model {
+    declared: &[
+        "id",
+        "input",
+        "output",
+        "error",
+        "internal_steps",
+        "execution",
+    ],
+    fields: &[
+        ("id", Shape::Scalar),
+        ("input", INPUT_SHAPE),
+        ("output", DECISION_SHAPE),
+        ("error", AGENT_ERROR_SHAPE),
+        ("internal_steps", Shape::List(&Shape::FreeObject)),
+        ("execution", Shape::FreeObject),
+    ],
+};
 /// Where a reinjection point holds free-form objects.
-pub(super) const POINT_SHAPE: Shape = Shape::Fields(&[("input", INPUT_SHAPE)]);
+pub(super) const POINT_SHAPE: Shape = Shape::Model {
+    declared: &["id", "input_step_id", "input"],
+    fields: &[
+        ("id", Shape::Scalar),
+        ("input_step_id", Shape::Scalar),
+        ("input", INPUT_SHAPE),
+    ],
+};
 /// Where an active error holds free-form objects.
-pub(super) const ERROR_SHAPE: Shape = Shape::Fields(&[("details", Shape::FreeObject)]);
+pub(super) const ERROR_SHAPE: Shape = Shape::Model {
+    declared: &["code", "description", "details"],
+    fields: &[
+        ("code", Shape::Scalar),
+        ("description", Shape::Scalar),
+        ("details", Shape::FreeObject),
+    ],
+};
+/// The stage and the diagnosis of a coaching request.
+pub(super) const STAGE_SHAPE: Shape = Shape::Model {
+    declared: &["id", "goal", "hint"],
+    fields: &[
+        ("id", Shape::Scalar),
+        ("goal", Shape::Scalar),
+        ("hint", Shape::Scalar),
+    ],
+};
+pub(super) const DIAGNOSIS_SHAPE: Shape = Shape::Model {
+    declared: &["explanation", "expected_decision"],
+    fields: &[
+        ("explanation", Shape::Scalar),
+        ("expected_decision", Shape::Scalar),
+    ],
+};
 
 /// The stage of the task the coached step belongs to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -383,9 +468,13 @@ impl WriteJson for ReinjectionPoint {
     }
 }
 
-document!(CoachingStage, &Shape::Any, CoachingStage::validate);
+document!(CoachingStage, &STAGE_SHAPE, CoachingStage::validate);
 document!(CoachingError, &ERROR_SHAPE, CoachingError::validate);
-document!(CoachingDiagnosis, &Shape::Any, CoachingDiagnosis::validate);
+document!(
+    CoachingDiagnosis,
+    &DIAGNOSIS_SHAPE,
+    CoachingDiagnosis::validate
+);
 document!(CoachingStep, &STEP_SHAPE, CoachingStep::validate);
 document!(ReinjectionPoint, &POINT_SHAPE, ReinjectionPoint::validate);
 
