@@ -198,3 +198,30 @@ fn found_or_skipped(path: PathBuf, what: &str, variable: &str) -> Option<PathBuf
     eprintln!("SKIPPED, nothing checked against the {what}: not found; set {variable} to check it");
     None
 }
+
+/// `[c0,c1,...]`: valid `completed` candidates (empty memory, `say: "hi"`)
+/// of input `source_id` of request `request_id`, indices 0, 1, ..., in a
+/// body of at most `bytes` bytes and at least `bytes - 200`; and how many.
+/// What a hostile agent answers to make a client build millions of
+/// candidates.
+pub fn many_candidates(request_id: &str, source_id: u64, bytes: usize) -> (Vec<u8>, usize) {
+    let mut doc = Vec::with_capacity(bytes);
+    doc.push(b'[');
+    let mut n = 0;
+    loop {
+        let c = format!(
+            r#"{{"request_id":"{request_id}","source_id":{source_id},"candidate_index":{n},"status":"completed","memory":{{}},"output":{{"say":"hi"}}}}"#
+        );
+        if doc.len() + c.len() + 2 > bytes {
+            break;
+        }
+        if n > 0 {
+            doc.push(b',');
+        }
+        doc.extend_from_slice(c.as_bytes());
+        n += 1;
+    }
+    doc.push(b']');
+    assert!(doc.len() <= bytes && doc.len() + 200 >= bytes);
+    (doc, n)
+}

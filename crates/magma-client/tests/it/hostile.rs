@@ -12,6 +12,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use magma_client::{Client, ErrorKind};
+use magma_testkit::fixtures::many_candidates;
 use magma_testkit::process::peak_rss_kib;
 
 use crate::support::{Reply, StubServer, info_json, request};
@@ -41,30 +42,6 @@ fn bomb_agent(body: Vec<u8>) -> StubServer {
     })
 }
 
-/// Valid candidates of request `"bomb"`'s input (id 10), indices 0, 1, ...,
-/// in a body of at most `bytes` bytes (at least `bytes - 200`); and how many.
-fn candidates(bytes: usize) -> (Vec<u8>, usize) {
-    let mut doc = Vec::with_capacity(bytes);
-    doc.push(b'[');
-    let mut n = 0;
-    loop {
-        let c = format!(
-            r#"{{"request_id":"bomb","source_id":10,"candidate_index":{n},"status":"completed","memory":{{}},"output":{{"say":"hi"}}}}"#
-        );
-        if doc.len() + c.len() + 2 > bytes {
-            break;
-        }
-        if n > 0 {
-            doc.push(b',');
-        }
-        doc.extend_from_slice(c.as_bytes());
-        n += 1;
-    }
-    doc.push(b']');
-    assert!(doc.len() <= bytes && doc.len() + 200 >= bytes);
-    (doc, n)
-}
-
 /// What a hostile agent answers.
 #[derive(Clone, Copy, Debug)]
 enum Bomb {
@@ -85,7 +62,7 @@ impl Bomb {
     fn body(self, bytes: usize) -> Vec<u8> {
         match self {
             Bomb::Zeros => zeros(bytes).0,
-            Bomb::Candidates => candidates(bytes).0,
+            Bomb::Candidates => many_candidates("bomb", 10, bytes).0,
         }
     }
 }

@@ -28,3 +28,7 @@ pub use request::{AgentInput, AgentInstruction, AgentRequest, InstructionType};
 pub use response::{
     AgentDecision, AgentError, AgentOutput, AgentResponse, CandidateStatus, Outcome, ToolCall,
 };
+// How the parser reads these models where another document holds them (a
+// coaching step holds an input, a decision and an error).
+pub(crate) use request::INPUT_SHAPE;
+pub(crate) use response::{DECISION_SHAPE, ERROR_SHAPE as AGENT_ERROR_SHAPE};

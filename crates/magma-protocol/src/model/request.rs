@@ -33,7 +33,8 @@ const SHAPE: Shape = Shape::Model {
         ("inputs", Shape::List(&INPUT_SHAPE)),
     ],
 };
-const INPUT_SHAPE: Shape = Shape::Model {
+/// An `AgentInput`: also a coaching step's input.
+pub(crate) const INPUT_SHAPE: Shape = Shape::Model {
     declared: &[
         "id",
         "instruction",

@@ -45,7 +45,8 @@ const OUTPUT_SHAPE: Shape = Shape::Model {
         ("error", ERROR_SHAPE),
     ],
 };
-const DECISION_SHAPE: Shape = Shape::Model {
+/// An `AgentDecision`: also a coaching step's output.
+pub(crate) const DECISION_SHAPE: Shape = Shape::Model {
     declared: &["say", "tool_calls"],
     fields: &[
         ("say", Shape::Scalar),
@@ -60,7 +61,8 @@ const TOOL_CALL_SHAPE: Shape = Shape::Model {
         ("arguments", Shape::FreeObject),
     ],
 };
-const ERROR_SHAPE: Shape = Shape::Model {
+/// An `AgentError`: also a coaching step's error.
+pub(crate) const ERROR_SHAPE: Shape = Shape::Model {
     declared: &["code", "message", "component"],
     fields: &[
         ("code", Shape::Scalar),

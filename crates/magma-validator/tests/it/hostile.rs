@@ -10,6 +10,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use magma_testkit::TempDir;
+use magma_testkit::fixtures::many_candidates;
 use magma_testkit::process::peak_rss_kib;
 use magma_testkit::stub::{Reply, StubServer};
 use serde_json::Value;
@@ -310,31 +311,6 @@ fn one_object_of_two_million_keys_stays_under_twice_the_limit() {
     );
 }
 
-/// `[c0,c1,...]`: valid candidates of one request (`request_id` `"r"`,
-/// input 0), of at most `bytes` bytes (and at least `bytes - 200`), and
-/// how many.
-fn many_candidates(bytes: usize) -> (Vec<u8>, usize) {
-    let mut doc = Vec::with_capacity(bytes);
-    doc.push(b'[');
-    let mut n = 0;
-    loop {
-        let c = format!(
-            r#"{{"request_id":"r","source_id":0,"candidate_index":{n},"status":"completed","memory":{{}},"output":{{"say":"hi"}}}}"#
-        );
-        if doc.len() + c.len() + 2 > bytes {
-            break;
-        }
-        if n > 0 {
-            doc.push(b',');
-        }
-        doc.extend_from_slice(c.as_bytes());
-        n += 1;
-    }
-    doc.push(b']');
-    assert!(doc.len() <= bytes && doc.len() + 200 >= bytes);
-    (doc, n)
-}
-
 /// An agent answering every request with 16 MiB of small valid candidates
 /// (about 150,000; built, each costs about 1.6 kB): the probe refuses
 /// them at the first one its request did not ask for, before building
@@ -343,7 +319,7 @@ fn many_candidates(bytes: usize) -> (Vec<u8>, usize) {
 #[test]
 fn the_probe_stays_under_twice_its_limit_against_many_candidates() {
     let limit = 16 * MIB;
-    let (body, n) = many_candidates(limit - 1);
+    let (body, n) = many_candidates("r", 0, limit - 1);
     let (run, report) = probe_measured_within(body, limit, 300);
     eprintln!(
         "probe against {n} candidates: peak {} KiB, {:?}",

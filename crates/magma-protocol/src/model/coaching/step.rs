@@ -13,58 +13,13 @@ use crate::validate::{
 };
 use crate::{AgentDecision, AgentError, AgentInput};
 
-/// Where an `AgentInput` holds free-form objects. The models are strict:
-/// their declared fields are listed, so that the parser counts a hostile
-/// object's unknown keys past the error cap and keeps an unknown key's
-/// array or object as text instead of building it (`tests/it/hostile.rs`
-/// checks the lists against the validators).
-pub(super) const INPUT_SHAPE: Shape = Shape::Model {
-    declared: &[
-        "id",
-        "instruction",
-        "tools",
-        "attributes",
-        "memory",
-        "num_outputs",
-        "extra_keys",
-    ],
-    fields: &[
-        ("id", Shape::Scalar),
-        ("num_outputs", Shape::Scalar),
-        ("instruction", INSTRUCTION_SHAPE),
-        ("tools", Shape::List(&Shape::FreeObject)),
-        ("attributes", Shape::FreeObject),
-        ("memory", Shape::FreeObject),
-        ("extra_keys", Shape::FreeObject),
-    ],
-};
-const INSTRUCTION_SHAPE: Shape = Shape::Model {
-    declared: &["type", "content"],
-    fields: &[("type", Shape::Scalar), ("content", Shape::Scalar)],
-};
-const DECISION_SHAPE: Shape = Shape::Model {
-    declared: &["say", "tool_calls"],
-    fields: &[
-        ("say", Shape::Scalar),
-        ("tool_calls", Shape::List(&TOOL_CALL_SHAPE)),
-    ],
-};
-const TOOL_CALL_SHAPE: Shape = Shape::Model {
-    declared: &["name", "arguments", "target_robot_name"],
-    fields: &[
-        ("name", Shape::Scalar),
-        ("target_robot_name", Shape::Scalar),
-        ("arguments", Shape::FreeObject),
-    ],
-};
-const AGENT_ERROR_SHAPE: Shape = Shape::Model {
-    declared: &["code", "message", "component"],
-    fields: &[
-        ("code", Shape::Scalar),
-        ("message", Shape::Scalar),
-        ("component", Shape::Scalar),
-    ],
-};
+// The inference models inside a step read as they do in a request and an
+// answer: their strict shapes (declared fields, so that the parser counts a
+// hostile object's unknown keys past the error cap and keeps an unknown
+// key's array or object as text; `tests/it/hostile.rs` checks the lists
+// against the validators).
+use crate::model::{AGENT_ERROR_SHAPE, DECISION_SHAPE, INPUT_SHAPE};
+
 /// Where a trajectory step holds free-form objects.
 pub(super) const STEP_SHAPE: Shape = Shape::Model {
     declared: &[
