@@ -29,6 +29,10 @@ pub use response::{
     AgentDecision, AgentError, AgentOutput, AgentResponse, CandidateStatus, Outcome, ToolCall,
 };
 // How the parser reads these models where another document holds them (a
-// coaching step holds an input, a decision and an error).
+// coaching step holds an input, a decision and an error), and the fields
+// its direct reader numbers.
 pub(crate) use request::INPUT_SHAPE;
-pub(crate) use response::{DECISION_SHAPE, ERROR_SHAPE as AGENT_ERROR_SHAPE};
+pub(crate) use response::{
+    AGENT_ERROR_FIELDS, DECISION_FIELDS, DECISION_SHAPE, ERROR_SHAPE as AGENT_ERROR_SHAPE,
+    TOOL_CALL_FIELDS,
+};

@@ -21,29 +21,33 @@ use crate::validate::{
 
 mod direct;
 
+/// The fields of `SHAPE`, in the order the direct reader numbers them.
+pub(super) const ROOT_FIELDS: &[&str] = &["request_id", "inputs"];
 /// Where a request holds free-form objects, for the parser. The models
 /// are strict: their declared fields are listed, so that the parser counts
 /// a hostile object's unknown keys past the error cap and keeps an unknown
 /// key's array or object as text instead of building it (as the response's
 /// models; `tests/it/hostile.rs` checks the lists against the validators).
 const SHAPE: Shape = Shape::Model {
-    declared: &["request_id", "inputs"],
+    declared: ROOT_FIELDS,
     fields: &[
         ("request_id", Shape::Scalar),
         ("inputs", Shape::List(&INPUT_SHAPE)),
     ],
 };
+/// The fields of `INPUT_SHAPE`, in the order the direct reader numbers them.
+pub(super) const INPUT_FIELDS: &[&str] = &[
+    "id",
+    "instruction",
+    "tools",
+    "attributes",
+    "memory",
+    "num_outputs",
+    "extra_keys",
+];
 /// An `AgentInput`: also a coaching step's input.
 pub(crate) const INPUT_SHAPE: Shape = Shape::Model {
-    declared: &[
-        "id",
-        "instruction",
-        "tools",
-        "attributes",
-        "memory",
-        "num_outputs",
-        "extra_keys",
-    ],
+    declared: INPUT_FIELDS,
     fields: &[
         ("id", Shape::Scalar),
         ("num_outputs", Shape::Scalar),
@@ -54,8 +58,10 @@ pub(crate) const INPUT_SHAPE: Shape = Shape::Model {
         ("extra_keys", Shape::FreeObject),
     ],
 };
+/// The fields of `INSTRUCTION_SHAPE`, in the order the direct reader numbers them.
+pub(super) const INSTRUCTION_FIELDS: &[&str] = &["type", "content"];
 const INSTRUCTION_SHAPE: Shape = Shape::Model {
-    declared: &["type", "content"],
+    declared: INSTRUCTION_FIELDS,
     fields: &[("type", Shape::Scalar), ("content", Shape::Scalar)],
 };
 

@@ -45,25 +45,31 @@ const OUTPUT_SHAPE: Shape = Shape::Model {
         ("error", ERROR_SHAPE),
     ],
 };
+/// The fields of `DECISION_SHAPE`, in the order the direct reader numbers them.
+pub(crate) const DECISION_FIELDS: &[&str] = &["say", "tool_calls"];
 /// An `AgentDecision`: also a coaching step's output.
 pub(crate) const DECISION_SHAPE: Shape = Shape::Model {
-    declared: &["say", "tool_calls"],
+    declared: DECISION_FIELDS,
     fields: &[
         ("say", Shape::Scalar),
         ("tool_calls", Shape::List(&TOOL_CALL_SHAPE)),
     ],
 };
+/// The fields of `TOOL_CALL_SHAPE`, in the order the direct reader numbers them.
+pub(crate) const TOOL_CALL_FIELDS: &[&str] = &["name", "arguments", "target_robot_name"];
 const TOOL_CALL_SHAPE: Shape = Shape::Model {
-    declared: &["name", "arguments", "target_robot_name"],
+    declared: TOOL_CALL_FIELDS,
     fields: &[
         ("name", Shape::Scalar),
         ("target_robot_name", Shape::Scalar),
         ("arguments", Shape::FreeObject),
     ],
 };
+/// The fields of `ERROR_SHAPE`, in the order the direct reader numbers them.
+pub(crate) const AGENT_ERROR_FIELDS: &[&str] = &["code", "message", "component"];
 /// An `AgentError`: also a coaching step's error.
 pub(crate) const ERROR_SHAPE: Shape = Shape::Model {
-    declared: &["code", "message", "component"],
+    declared: AGENT_ERROR_FIELDS,
     fields: &[
         ("code", Shape::Scalar),
         ("message", Shape::Scalar),

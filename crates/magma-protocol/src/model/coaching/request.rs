@@ -20,21 +20,23 @@ use super::{CoachingDiagnosis, CoachingError, CoachingStage, CoachingStep, Reinj
 
 mod direct;
 
+/// The fields of `SHAPE`, in the order the direct reader numbers them.
+pub(super) const ROOT_FIELDS: &[&str] = &[
+    "run_id",
+    "request_id",
+    "kind",
+    "stage",
+    "active_errors",
+    "diagnosis",
+    "target_step_id",
+    "trajectory",
+    "reinjection_points",
+    "additional_info",
+];
 /// Where a coaching request holds free-form objects, for the parser; its
 /// models are strict and list their fields (see `step.rs`).
 const SHAPE: Shape = Shape::Model {
-    declared: &[
-        "run_id",
-        "request_id",
-        "kind",
-        "stage",
-        "active_errors",
-        "diagnosis",
-        "target_step_id",
-        "trajectory",
-        "reinjection_points",
-        "additional_info",
-    ],
+    declared: ROOT_FIELDS,
     fields: &[
         ("run_id", Shape::Scalar),
         ("request_id", Shape::Scalar),

@@ -20,16 +20,18 @@ use crate::{AgentDecision, AgentError, AgentInput};
 // against the validators).
 use crate::model::{AGENT_ERROR_SHAPE, DECISION_SHAPE, INPUT_SHAPE};
 
+/// The fields of `STEP_SHAPE`, in the order the direct reader numbers them.
+pub(super) const STEP_FIELDS: &[&str] = &[
+    "id",
+    "input",
+    "output",
+    "error",
+    "internal_steps",
+    "execution",
+];
 /// Where a trajectory step holds free-form objects.
 pub(super) const STEP_SHAPE: Shape = Shape::Model {
-    declared: &[
-        "id",
-        "input",
-        "output",
-        "error",
-        "internal_steps",
-        "execution",
-    ],
+    declared: STEP_FIELDS,
     fields: &[
         ("id", Shape::Scalar),
         ("input", INPUT_SHAPE),
@@ -39,35 +41,43 @@ pub(super) const STEP_SHAPE: Shape = Shape::Model {
         ("execution", Shape::FreeObject),
     ],
 };
+/// The fields of `POINT_SHAPE`, in the order the direct reader numbers them.
+pub(super) const POINT_FIELDS: &[&str] = &["id", "input_step_id", "input"];
 /// Where a reinjection point holds free-form objects.
 pub(super) const POINT_SHAPE: Shape = Shape::Model {
-    declared: &["id", "input_step_id", "input"],
+    declared: POINT_FIELDS,
     fields: &[
         ("id", Shape::Scalar),
         ("input_step_id", Shape::Scalar),
         ("input", INPUT_SHAPE),
     ],
 };
+/// The fields of `ERROR_SHAPE`, in the order the direct reader numbers them.
+pub(super) const ERROR_FIELDS: &[&str] = &["code", "description", "details"];
 /// Where an active error holds free-form objects.
 pub(super) const ERROR_SHAPE: Shape = Shape::Model {
-    declared: &["code", "description", "details"],
+    declared: ERROR_FIELDS,
     fields: &[
         ("code", Shape::Scalar),
         ("description", Shape::Scalar),
         ("details", Shape::FreeObject),
     ],
 };
+/// The fields of `STAGE_SHAPE`, in the order the direct reader numbers them.
+pub(super) const STAGE_FIELDS: &[&str] = &["id", "goal", "hint"];
 /// The stage and the diagnosis of a coaching request.
 pub(super) const STAGE_SHAPE: Shape = Shape::Model {
-    declared: &["id", "goal", "hint"],
+    declared: STAGE_FIELDS,
     fields: &[
         ("id", Shape::Scalar),
         ("goal", Shape::Scalar),
         ("hint", Shape::Scalar),
     ],
 };
+/// The fields of `DIAGNOSIS_SHAPE`, in the order the direct reader numbers them.
+pub(super) const DIAGNOSIS_FIELDS: &[&str] = &["explanation", "expected_decision"];
 pub(super) const DIAGNOSIS_SHAPE: Shape = Shape::Model {
-    declared: &["explanation", "expected_decision"],
+    declared: DIAGNOSIS_FIELDS,
     fields: &[
         ("explanation", Shape::Scalar),
         ("expected_decision", Shape::Scalar),

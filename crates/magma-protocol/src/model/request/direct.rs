@@ -58,7 +58,10 @@
 
 use std::num::NonZeroU64;
 
-use super::{AgentInput, AgentInstruction, AgentRequest, InstructionType, ids_unique};
+use super::{
+    AgentInput, AgentInstruction, AgentRequest, INPUT_FIELDS, INSTRUCTION_FIELDS, InstructionType,
+    ROOT_FIELDS, ids_unique,
+};
 use crate::json::Cursor;
 use crate::limits::READ;
 use crate::validate::NonEmptyString;
@@ -68,17 +71,6 @@ use crate::validate::NonEmptyString;
 /// are open.
 const INPUT_FIELD_DEPTH: usize = 3;
 
-const ROOT_FIELDS: &[&str] = &["request_id", "inputs"];
-const INPUT_FIELDS: &[&str] = &[
-    "id",
-    "instruction",
-    "tools",
-    "attributes",
-    "memory",
-    "num_outputs",
-    "extra_keys",
-];
-const INSTRUCTION_FIELDS: &[&str] = &["type", "content"];
 /// The values of `instruction.type`, in the order of [`InstructionType`].
 const INSTRUCTION_TYPES: &[&str] = &["user", "env"];
 

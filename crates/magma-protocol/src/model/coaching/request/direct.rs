@@ -43,12 +43,14 @@
 //!   request's rules holding (unique ids, the target step and every
 //!   `input_step_id` in the trajectory).
 
+use super::super::step::{DIAGNOSIS_FIELDS, ERROR_FIELDS, POINT_FIELDS, STAGE_FIELDS, STEP_FIELDS};
 use super::super::{
     CoachingDiagnosis, CoachingError, CoachingStage, CoachingStep, ReinjectionPoint,
 };
-use super::{CoachingKind, SpecializedCoachingRequest, rules_problem};
+use super::{CoachingKind, ROOT_FIELDS, SpecializedCoachingRequest, rules_problem};
 use crate::json::{Cursor, Object};
 use crate::limits::READ;
+use crate::model::{AGENT_ERROR_FIELDS, DECISION_FIELDS, TOOL_CALL_FIELDS};
 use crate::validate::NonEmptyString;
 use crate::{AgentDecision, AgentError, AgentInput, ToolCall};
 
@@ -66,33 +68,6 @@ const INPUT_DEPTH: usize = 4;
 /// `output`, `tool_calls`, the call.
 const ARGUMENTS_DEPTH: usize = 6;
 
-const ROOT_FIELDS: &[&str] = &[
-    "run_id",
-    "request_id",
-    "kind",
-    "stage",
-    "active_errors",
-    "diagnosis",
-    "target_step_id",
-    "trajectory",
-    "reinjection_points",
-    "additional_info",
-];
-const STAGE_FIELDS: &[&str] = &["id", "goal", "hint"];
-const ERROR_FIELDS: &[&str] = &["code", "description", "details"];
-const DIAGNOSIS_FIELDS: &[&str] = &["explanation", "expected_decision"];
-const STEP_FIELDS: &[&str] = &[
-    "id",
-    "input",
-    "output",
-    "error",
-    "internal_steps",
-    "execution",
-];
-const DECISION_FIELDS: &[&str] = &["say", "tool_calls"];
-const TOOL_CALL_FIELDS: &[&str] = &["name", "arguments", "target_robot_name"];
-const AGENT_ERROR_FIELDS: &[&str] = &["code", "message", "component"];
-const POINT_FIELDS: &[&str] = &["id", "input_step_id", "input"];
 /// The values of `kind`, in the order of [`CoachingKind::ALL`].
 const KINDS: &[&str] = &["failure", "suboptimal", "format"];
 
