@@ -341,6 +341,80 @@ async fn bodies_of_all_connections_share_one_budget() {
     assert_eq!(reply.status, 200, "{reply:?}");
 }
 
+/// A `422` longer than what its request already holds takes the
+/// difference from the same budget before it is written: the body
+/// `{"zzz":"x..."}` as an input echoes the input three times (two `missing`
+/// errors, one `extra_forbidden`), so its `422` is three times the body
+/// where the request holds it twice. Alone it fits and is answered whole;
+/// beside a holder that leaves room for the parse but not for the longer
+/// `422`, it is `503`; once the holder is answered, `422` again.
+#[tokio::test]
+async fn a_422_longer_than_its_body_is_charged_to_the_budget() {
+    let mut c = Config::default();
+    c.max_body_bytes = 64 * 1024;
+    c.max_response_bytes = 64 * 1024;
+    c.max_total_body_bytes = 200_000;
+    let server = TestServer::with_config(DemoAgent::new(), c).await;
+    let echo = format!(
+        r#"{{"request_id":"echo","inputs":[{{"zzz":"{}"}}]}}"#,
+        "x".repeat(55_000)
+    );
+    let head = |len: usize| {
+        format!(
+            "POST /v1/responses HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n\
+             Content-Length: {len}\r\n\r\n"
+        )
+    };
+    let invalid = format!("{}{echo}", head(echo.len()));
+    // Alone: the whole `422`, longer than twice the body.
+    let (_, alone) = raw_exchange(server.addr, invalid.as_bytes()).await;
+    assert_eq!(alone.status, 422, "{alone:?}");
+    assert!(alone.body.len() > 2 * echo.len(), "{}", alone.body.len());
+    assert_eq!(alone.body.matches("xxxxxxxxxx\"").count(), 3);
+    assert!(alone.body.contains(r#""type":"extra_forbidden""#));
+    // A holder of 59 kB: the body and the parse (2 x 55 kB) fit beside
+    // it, the third 55 kB of the `422` does not.
+    let body = user_request("big", &"x".repeat(59_000), 1);
+    let mut holder = TcpStream::connect(server.addr).await.expect("connect");
+    holder
+        .write_all(head(body.len()).as_bytes())
+        .await
+        .expect("write");
+    holder
+        .write_all(&body.as_bytes()[..body.len() - 1])
+        .await
+        .expect("write");
+    let refused = within("a 503 for the 422 that does not fit", async {
+        loop {
+            let (_, reply) = raw_exchange(server.addr, invalid.as_bytes()).await;
+            if reply.status == 503 {
+                return reply;
+            }
+            assert_eq!(reply.status, 422, "{reply:?}");
+        }
+    })
+    .await;
+    assert!(
+        refused
+            .body
+            .contains("limit of 200000 bytes of requests and answers"),
+        "{refused:?}"
+    );
+    assert!(
+        refused.head.to_ascii_lowercase().contains("retry-after: 1"),
+        "{refused:?}"
+    );
+    holder
+        .write_all(&body.as_bytes()[body.len() - 1..])
+        .await
+        .expect("write");
+    assert_eq!(raw_read(&mut holder).await.status, 200);
+    // The holder's share and the refused request's are given back.
+    let (_, again) = raw_exchange(server.addr, invalid.as_bytes()).await;
+    assert_eq!(again.status, 422, "{again:?}");
+    assert_eq!(again.body, alone.body);
+}
+
 /// HTTP/2 streams take from the same budget as HTTP/1.1 bodies.
 #[tokio::test]
 async fn http2_streams_count_against_the_same_budget() {
