@@ -8,9 +8,11 @@
 //! next, so on a shared machine a change of load between the two halves of
 //! a ratio moves it by more than the gap this bench is for (docs/performance.md,
 //! run 12). Here a repetition runs `rounds` rounds; a round times one batch of
-//! `batch` parses of each variant, in an order rotated by one place each
-//! round (a variant's place in a fixed order moved its figure by up to 5%);
-//! each variant's figure is its median batch. Thread CPU time
+//! `batch` parses of each variant, in an order shuffled each round (a
+//! variant's place in a fixed order moved its figure by up to 5%, and in an
+//! order only rotated each variant always follows the same one, which moved
+//! the control below by 1-2%); each variant's figure is its median batch.
+//! The shuffle is seeded, so every run uses the same orders. Thread CPU time
 //! (`CLOCK_THREAD_CPUTIME_ID`) leaves out the time the thread waits for a
 //! core; wall time is printed beside it.
 //!
@@ -177,13 +179,28 @@ struct Repetition {
     wall: Vec<f64>,
 }
 
-fn repetition(variants: &[Variant], o: &Options) -> Repetition {
+/// The orders of the rounds: xorshift64 and Fisher-Yates, from a fixed seed.
+struct Shuffle(u64);
+
+impl Shuffle {
+    fn order(&mut self, n: usize) -> Vec<usize> {
+        let mut order: Vec<usize> = (0..n).collect();
+        for k in (1..n).rev() {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            order.swap(k, (self.0 % (k as u64 + 1)) as usize);
+        }
+        order
+    }
+}
+
+fn repetition(variants: &[Variant], o: &Options, shuffle: &mut Shuffle) -> Repetition {
     let n = variants.len();
     let mut cpu = vec![Vec::with_capacity(o.rounds); n];
     let mut wall = vec![Vec::with_capacity(o.rounds); n];
-    for round in 0..o.rounds {
-        for k in 0..n {
-            let i = (round + k) % n;
+    for _ in 0..o.rounds {
+        for i in shuffle.order(n) {
             let v = &variants[i];
             let (c0, w0) = (thread_cpu_ns(), Instant::now());
             for _ in 0..o.batch {
@@ -245,7 +262,7 @@ fn main() {
     }
     println!(
         "bodies: inference {} bytes, coaching {} bytes; {} repetitions of {} rounds of \
-         batches of {} parses, order rotated each round; load (1 min) {} at start",
+         batches of {} parses, order shuffled each round; load (1 min) {} at start",
         variants[INF].body.len(),
         variants[COACH].body.len(),
         o.reps,
@@ -274,8 +291,9 @@ fn main() {
         COLUMNS.join(" "),
         COLUMNS.join(" ")
     );
+    let mut shuffle = Shuffle(0x9E37_79B9_7F4A_7C15);
     for rep in 1..=o.reps {
-        let r = repetition(&variants, &o);
+        let r = repetition(&variants, &o, &mut shuffle);
         let (c, w) = (speeds(&r.cpu), speeds(&r.wall));
         let fmt = |s: [f64; 5]| s.map(|x| format!("{x:.3}")).join(" ");
         let us: Vec<_> = r.cpu.iter().map(|t| format!("{:.0}", t / 1000.0)).collect();
