@@ -1,0 +1,320 @@
+//! The parse of the 50-step coaching request against the parse of the 0.6 MB
+//! inference request, each as a speed relative to serde_json's `IgnoredAny`
+//! on the same bytes, in thread CPU time and wall time, in one process.
+//!
+//! `cargo bench -p magma-rs-protocol --bench parse_ratio [-- --reps 7 --rounds 40 --batch 5]`
+//!
+//! Why not criterion: criterion times one function for seconds, then the
+//! next, so on a shared machine a change of load between the two halves of
+//! a ratio moves it by more than the gap this bench is for (docs/performance.md,
+//! run 12). Here a repetition runs `rounds` rounds; a round times one batch of
+//! `batch` parses of each variant, in an order shuffled each round (a
+//! variant's place in a fixed order moved its figure by up to 5%, and in an
+//! order only rotated each variant always follows the same one, which moved
+//! the control below by 1-2%); each variant's figure is its median batch.
+//! The shuffle is seeded, so every run uses the same orders. Thread CPU time
+//! (`CLOCK_THREAD_CPUTIME_ID`) leaves out the time the thread waits for a
+//! core; wall time is printed beside it.
+//!
+//! The variant `inference (control)` runs the same parse as `inference`:
+//! the spread of its quotient to `inference` is the method's resolution,
+//! and a coaching/inference quotient within it is no gap.
+//!
+//! `--profile NAME --count N` parses only variant `NAME` (`inference`,
+//! `inference-ignored`, `coaching`, `coaching-ignored`) `N` times and exits:
+//! for `valgrind` and `perf record` on the bench binary (instructions per
+//! parse: the difference of two counts over the difference of `N`).
+
+// A bench prints its figures.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+use std::hint::black_box;
+use std::time::Instant;
+
+use magma_protocol::AgentRequest;
+use magma_protocol::coaching::SpecializedCoachingRequest;
+use magma_testkit::fixtures::{bench_like_request, gen_like_coaching_request};
+use rustix::time::{ClockId, clock_gettime};
+
+/// What one variant parses, and how.
+struct Variant {
+    /// The name printed and accepted by `--profile`.
+    name: &'static str,
+    /// The body.
+    body: Vec<u8>,
+    /// One parse; `false` when the body was refused (never, checked first).
+    parse: fn(&[u8]) -> bool,
+}
+
+fn parse_inference(b: &[u8]) -> bool {
+    AgentRequest::from_slice(black_box(b)).is_ok()
+}
+
+fn parse_coaching(b: &[u8]) -> bool {
+    SpecializedCoachingRequest::from_slice(black_box(b)).is_ok()
+}
+
+fn parse_ignored(b: &[u8]) -> bool {
+    serde_json::from_slice::<serde::de::IgnoredAny>(black_box(b)).is_ok()
+}
+
+/// Indices into the variants of [`variants`].
+const INF: usize = 0;
+const INF_CONTROL: usize = 1;
+const INF_IGNORED: usize = 2;
+const COACH: usize = 3;
+const COACH_IGNORED: usize = 4;
+
+fn variants() -> Vec<Variant> {
+    let inference = bench_like_request(52).into_bytes();
+    let coaching = gen_like_coaching_request(50).into_bytes();
+    vec![
+        Variant {
+            name: "inference",
+            body: inference.clone(),
+            parse: parse_inference,
+        },
+        // The same source and the same bytes (its own copy, as each body
+        // has): what differs from `inference` is only the method's noise.
+        Variant {
+            name: "inference-control",
+            body: inference.clone(),
+            parse: parse_inference,
+        },
+        Variant {
+            name: "inference-ignored",
+            body: inference,
+            parse: parse_ignored,
+        },
+        Variant {
+            name: "coaching",
+            body: coaching.clone(),
+            parse: parse_coaching,
+        },
+        Variant {
+            name: "coaching-ignored",
+            body: coaching,
+            parse: parse_ignored,
+        },
+    ]
+}
+
+/// The options, from the command line (`cargo bench` adds `--bench`).
+struct Options {
+    reps: usize,
+    rounds: usize,
+    batch: usize,
+    profile: Option<String>,
+    count: usize,
+}
+
+fn options() -> Result<Options, String> {
+    let mut o = Options {
+        reps: 7,
+        rounds: 40,
+        batch: 5,
+        profile: None,
+        count: 100,
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        let mut number = |what: &str| -> Result<usize, String> {
+            let v = args.next().ok_or_else(|| format!("{what} needs a value"))?;
+            v.parse::<usize>()
+                .ok()
+                .filter(|&n| n > 0)
+                .ok_or_else(|| format!("{what}: expected a positive integer, got {v:?}"))
+        };
+        match arg.as_str() {
+            "--bench" => {}
+            "--reps" => o.reps = number("--reps")?,
+            "--rounds" => o.rounds = number("--rounds")?,
+            "--batch" => o.batch = number("--batch")?,
+            "--count" => o.count = number("--count")?,
+            "--profile" => {
+                o.profile = Some(args.next().ok_or("--profile needs a variant name")?);
+            }
+            other => return Err(format!("unknown argument {other:?}")),
+        }
+    }
+    Ok(o)
+}
+
+/// The thread's CPU time, in nanoseconds.
+fn thread_cpu_ns() -> u64 {
+    let t = clock_gettime(ClockId::ThreadCPUTime);
+    // Both fields are non-negative for this clock.
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+}
+
+/// The 1-minute load average, as `/proc/loadavg` gives it (`-` elsewhere).
+fn load() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().map(str::to_owned))
+        .unwrap_or_else(|| "-".to_owned())
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// `median (min-max)` of `v`.
+fn summary(v: &[f64]) -> String {
+    let mut s = v.to_vec();
+    let m = median(&mut s);
+    format!("{m:.3} ({:.3}-{:.3})", s[0], s[s.len() - 1])
+}
+
+/// The figures of one repetition, per variant: median batch time per
+/// parse, in CPU and in wall nanoseconds.
+struct Repetition {
+    cpu: Vec<f64>,
+    wall: Vec<f64>,
+}
+
+/// The orders of the rounds: xorshift64 and Fisher-Yates, from a fixed seed.
+struct Shuffle(u64);
+
+impl Shuffle {
+    fn order(&mut self, n: usize) -> Vec<usize> {
+        let mut order: Vec<usize> = (0..n).collect();
+        for k in (1..n).rev() {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            order.swap(k, (self.0 % (k as u64 + 1)) as usize);
+        }
+        order
+    }
+}
+
+fn repetition(variants: &[Variant], o: &Options, shuffle: &mut Shuffle) -> Repetition {
+    let n = variants.len();
+    let mut cpu = vec![Vec::with_capacity(o.rounds); n];
+    let mut wall = vec![Vec::with_capacity(o.rounds); n];
+    for _ in 0..o.rounds {
+        for i in shuffle.order(n) {
+            let v = &variants[i];
+            let (c0, w0) = (thread_cpu_ns(), Instant::now());
+            for _ in 0..o.batch {
+                black_box((v.parse)(&v.body));
+            }
+            let (c1, w1) = (thread_cpu_ns(), w0.elapsed());
+            cpu[i].push((c1 - c0) as f64 / o.batch as f64);
+            wall[i].push(w1.as_nanos() as f64 / o.batch as f64);
+        }
+    }
+    Repetition {
+        cpu: cpu.iter_mut().map(|v| median(v)).collect(),
+        wall: wall.iter_mut().map(|v| median(v)).collect(),
+    }
+}
+
+/// Speeds vs `IgnoredAny` of one repetition's figures (`t`: per variant):
+/// inference, control, coaching, coaching/inference, control/inference.
+fn speeds(t: &[f64]) -> [f64; 5] {
+    let inf = t[INF_IGNORED] / t[INF];
+    let ctl = t[INF_IGNORED] / t[INF_CONTROL];
+    let coach = t[COACH_IGNORED] / t[COACH];
+    [inf, ctl, coach, coach / inf, ctl / inf]
+}
+
+const COLUMNS: [&str; 5] = [
+    "inference",
+    "control",
+    "coaching",
+    "coach/inf",
+    "control/inf",
+];
+
+fn main() {
+    let o = match options() {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!(
+                "parse_ratio: {e}\nusage: parse_ratio [--reps N] [--rounds N] [--batch N] \
+                 [--profile VARIANT --count N]"
+            );
+            std::process::exit(2);
+        }
+    };
+    let variants = variants();
+    for v in &variants {
+        assert!((v.parse)(&v.body), "{} refuses its body", v.name);
+    }
+    if let Some(name) = &o.profile {
+        let Some(v) = variants.iter().find(|v| v.name == name) else {
+            let names: Vec<_> = variants.iter().map(|v| v.name).collect();
+            eprintln!("parse_ratio: no variant {name:?} (one of {names:?})");
+            std::process::exit(2);
+        };
+        for _ in 0..o.count {
+            black_box((v.parse)(&v.body));
+        }
+        return;
+    }
+    println!(
+        "bodies: inference {} bytes, coaching {} bytes; {} repetitions of {} rounds of \
+         batches of {} parses, order shuffled each round; load (1 min) {} at start",
+        variants[INF].body.len(),
+        variants[COACH].body.len(),
+        o.reps,
+        o.rounds,
+        o.batch,
+        load()
+    );
+    // Warm-up: caches, the allocator's free lists, the CPU's frequency.
+    for v in &variants {
+        for _ in 0..o.batch * 4 {
+            black_box((v.parse)(&v.body));
+        }
+    }
+    let mut cpu = Vec::with_capacity(o.reps);
+    let mut wall = Vec::with_capacity(o.reps);
+    println!(
+        "\nspeed vs IgnoredAny, thread CPU time | wall time; then µs per parse (CPU) of {}",
+        variants
+            .iter()
+            .map(|v| v.name)
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    println!(
+        "rep  {:>11}  | {:>11}  | µs per parse   load",
+        COLUMNS.join(" "),
+        COLUMNS.join(" ")
+    );
+    let mut shuffle = Shuffle(0x9E37_79B9_7F4A_7C15);
+    for rep in 1..=o.reps {
+        let r = repetition(&variants, &o, &mut shuffle);
+        let (c, w) = (speeds(&r.cpu), speeds(&r.wall));
+        let fmt = |s: [f64; 5]| s.map(|x| format!("{x:.3}")).join(" ");
+        let us: Vec<_> = r.cpu.iter().map(|t| format!("{:.0}", t / 1000.0)).collect();
+        println!(
+            "{rep:>3}  {}  | {}  | {}  {}",
+            fmt(c),
+            fmt(w),
+            us.join("/"),
+            load()
+        );
+        cpu.push(c);
+        wall.push(w);
+    }
+    println!(
+        "\nmedian (range) over {} repetitions; load (1 min) {} at end",
+        o.reps,
+        load()
+    );
+    for (j, name) in COLUMNS.iter().enumerate() {
+        let c: Vec<f64> = cpu.iter().map(|s| s[j]).collect();
+        let w: Vec<f64> = wall.iter().map(|s| s[j]).collect();
+        println!("{name:>12}: CPU {}  wall {}", summary(&c), summary(&w));
+    }
+}
