@@ -501,10 +501,14 @@ where
             // The prefix matched above: the segment follows it.
             let segment = path.and_then(|p| p.strip_prefix(SESSIONS)).unwrap_or("");
             let segment = segment.to_owned();
-            crate::coaching_routes::session(shared, req, &segment).await
+            // The coaching routes and the `422` path are boxed: their
+            // futures are larger than the common path's, and every
+            // request's future (boxed by the connection, moved on each
+            // await) would otherwise be as large as the largest branch.
+            Box::pin(crate::coaching_routes::session(shared, req, &segment)).await
         }
         (Route::Coaching, &Method::POST) => {
-            crate::coaching_routes::coaching(shared, req, ids).await
+            Box::pin(crate::coaching_routes::coaching(shared, req, ids)).await
         }
         (Route::Responses, &Method::POST) => responses(shared, req, ids).await,
         (Route::OpenApi, &Method::GET) => {
@@ -814,7 +818,8 @@ where
         Some(Ok(request)) => request,
         Some(Err(e)) => {
             tracing::debug!(error = %e, "invalid AgentRequest; answered 422");
-            return invalid(e, share, &shared.body_budget).await;
+            // Boxed: see `route`.
+            return Box::pin(invalid(e, share, &shared.body_budget)).await;
         }
         None => return Reply::new(internal_error()),
     };
