@@ -262,6 +262,9 @@ pub(super) fn finite_number_end(src: &[u8], i: usize) -> Option<usize> {
 
 /// A string (a value, or a key of [`super::normal`]); `None` unless the
 /// tree parser would read it cleanly. Returns the end of its closing quote.
+/// Inlined: out of line, the call cost the scan of the usual request about
+/// 1% of its instructions (callgrind).
+#[inline(always)]
 pub(super) fn scan_string(src: &[u8], i: usize) -> Option<usize> {
     let mut j = i + 1;
     loop {
