@@ -7,8 +7,8 @@
 //! keeps the last value at the first key's place) or an escaped key (whose
 //! bytes are not the key). Built as a tree, such an object costs about 19
 //! times its text, and a client could send one of any size. Here it is
-//! read twice instead: [`plan`] checks it as the scan does and finds its
-//! repeats (keys compared decoded, through a [`KeySet`] per open object),
+//! read twice instead: [`plan`] checks it as the parser reads it and finds
+//! its repeats (keys compared decoded, through a [`KeySet`] per open object),
 //! [`write`] writes it as the writer writes a tree (compact, strings
 //! escaped as serde_json does, numbers as written, each key once: at its
 //! first place, with the value of its last). The result holds the
@@ -29,8 +29,10 @@ use super::write::push_escape;
 /// Reads the object at `start` (a `{`, in `src`, which is `text`) as
 /// [`super::scan::scan_free_object`] does, but accepting repeated and
 /// escaped keys: its end, its normal text and the [`KeyFilter`] of its
-/// top-level keys (decoded). `None` for anything the scan refuses for
-/// another reason, which the caller reads as a tree to report it.
+/// top-level keys (decoded). `None` for what the parser refuses anywhere in
+/// the object, and for what validation refuses in a value that is kept
+/// (not discarded by a repeat): the caller reads it as a tree, which
+/// reports it with its location.
 pub(crate) fn normalize_free_object(
     src: &[u8],
     text: &str,
@@ -53,6 +55,9 @@ pub(crate) fn normalize_free_object(
 struct Plan {
     /// The end of the object.
     end: usize,
+    /// How many levels of containers a kept value may open (the object
+    /// itself is the first), as the scan counts them.
+    free_form_levels: usize,
     /// The filter of its top-level keys.
     keys: KeyFilter,
     /// The opening quotes of the members not written: every occurrence
@@ -106,17 +111,24 @@ impl Repeats {
     }
 }
 
-/// The first read: checks the object as the free-form scan does (valid
-/// JSON, finite numbers, within the depth limits, strings the parser reads
-/// cleanly, keys included) and finds its repeats. The structure is the
-/// scan's, with a [`KeySet`] per open object in place of its key list.
+/// The first read: checks the object as the parser reads it (valid JSON,
+/// within the document's depth, strings the parser reads cleanly, keys
+/// included) and finds its repeats. The structure is the free-form scan's,
+/// with a [`KeySet`] per open object in place of its key list. What
+/// validation refuses in a value (a number that is not finite, nesting
+/// deeper than a free-form value may) is left to [`write`]: only a value
+/// that is kept counts, and a later repeat of its key discards it, as it
+/// discards the value from the reference's dict, so a hostile object
+/// cannot reach the tree that way.
 fn plan(src: &[u8], text: &str, start: usize, depth_before: usize, limits: Limits) -> Option<Plan> {
     let mut repeats = Repeats::default();
     let mut keys = KeyFilter::EMPTY;
     let mut i = ws_end(src, start + 1);
+    let free_form_levels = limits.free_form_depth.saturating_add(1);
     if src.get(i) == Some(&b'}') {
         return Some(Plan {
             end: i + 1,
+            free_form_levels,
             keys,
             skip: Vec::new(),
             last: Vec::new(),
@@ -127,7 +139,6 @@ fn plan(src: &[u8], text: &str, start: usize, depth_before: usize, limits: Limit
     let mut top = b'{';
     let mut level = 1usize;
     let mut set = KeySet::new(src);
-    let free_form_levels = limits.free_form_depth.saturating_add(1);
     let open_levels = limits.depth.saturating_sub(depth_before + 1);
     i = plan_key(src, text, i, &mut set, &mut repeats, Some(&mut keys))?;
     'value: loop {
@@ -145,9 +156,6 @@ fn plan(src: &[u8], text: &str, start: usize, depth_before: usize, limits: Limit
                     containers.push(top);
                     top = open;
                     level += 1;
-                    if level > free_form_levels {
-                        return None;
-                    }
                     if open == b'{' {
                         sets.push(std::mem::replace(&mut set, KeySet::new(src)));
                         i = plan_key(src, text, i, &mut set, &mut repeats, None)?;
@@ -156,7 +164,13 @@ fn plan(src: &[u8], text: &str, start: usize, depth_before: usize, limits: Limit
                 }
             }
             b'"' => i = scan_string(src, i)?,
-            b'-' | b'0'..=b'9' => i = finite_number_end(src, i)?,
+            // Any number the parser reads, and its constants: validation
+            // refuses a value that is not finite only where it is kept,
+            // which `write` checks (a repeat may discard it).
+            b'-' if src[i..].starts_with(b"-Infinity") => i += 9,
+            b'-' | b'0'..=b'9' => i = number_end(src, i)?,
+            b'N' if src[i..].starts_with(b"NaN") => i += 3,
+            b'I' if src[i..].starts_with(b"Infinity") => i += 8,
             b't' if src[i..].starts_with(b"true") => i += 4,
             b'f' if src[i..].starts_with(b"false") => i += 5,
             b'n' if src[i..].starts_with(b"null") => i += 4,
@@ -183,6 +197,7 @@ fn plan(src: &[u8], text: &str, start: usize, depth_before: usize, limits: Limit
                         repeats.compact();
                         return Some(Plan {
                             end: i,
+                            free_form_levels,
                             keys,
                             skip: repeats.skip,
                             last: repeats.pairs,
@@ -251,10 +266,14 @@ enum Next {
 }
 
 /// The second read: writes the planned object (checked by [`plan`]) in
-/// normal form; returns the end of the object. `None` only if the text is
-/// not what the plan checked.
+/// normal form; returns the end of the object. `None` for a kept value
+/// that validation refuses (a number that is not finite, nesting deeper
+/// than a free-form value may), as the scan refuses it.
 fn write(src: &[u8], text: &str, start: usize, plan: &Plan, out: &mut String) -> Option<usize> {
     let mut stack: Vec<Open> = Vec::new();
+    // The open containers, the object itself the first: a kept value
+    // deeper than validation allows is its error to report.
+    let mut level = 0usize;
     let mut i = start;
     'value: loop {
         i = ws_end(src, i);
@@ -263,6 +282,10 @@ fn write(src: &[u8], text: &str, start: usize, plan: &Plan, out: &mut String) ->
                 out.push('{');
                 match next_member(src, text, ws_end(src, i + 1), plan, false, out)? {
                     Next::Value(value, resume) => {
+                        level += 1;
+                        if level > plan.free_form_levels {
+                            return None;
+                        }
                         stack.push(Open::Object(true));
                         if let Some(resume) = resume {
                             stack.push(Open::Resume(resume));
@@ -280,13 +303,19 @@ fn write(src: &[u8], text: &str, start: usize, plan: &Plan, out: &mut String) ->
                     out.push(']');
                     i += 1;
                 } else {
+                    level += 1;
+                    if level > plan.free_form_levels {
+                        return None;
+                    }
                     stack.push(Open::Array);
                     continue 'value;
                 }
             }
             b'"' => i = write_string(src, text, i, out)?,
+            // `None` for a number validation refuses, and for the parser's
+            // constants (`NaN`, `-Infinity`).
             b'-' | b'0'..=b'9' => {
-                let end = number_end(src, i)?;
+                let end = finite_number_end(src, i)?;
                 out.push_str(text.get(i..end)?);
                 i = end;
             }
@@ -321,6 +350,7 @@ fn write(src: &[u8], text: &str, start: usize, plan: &Plan, out: &mut String) ->
                             out.push(']');
                             i += 1;
                             stack.pop();
+                            level -= 1;
                         }
                         _ => return None,
                     }
@@ -346,6 +376,7 @@ fn write(src: &[u8], text: &str, start: usize, plan: &Plan, out: &mut String) ->
                         Next::Closed(after) => {
                             i = after;
                             stack.pop();
+                            level -= 1;
                         }
                     }
                 }
@@ -548,6 +579,9 @@ mod tests {
             r#"{"a":{"b":1,"b":2},"a":0}"#,
             r#"{"a":0,"a":{"b":1,"b":2}}"#,
             r#"{"a":[],"a":{},"b":[[]],"b":"s"}"#,
+            // What validation refuses, in a value a repeat discards.
+            r#"{"a":NaN,"b":[Infinity,-Infinity,1e400],"a":1,"b":2}"#,
+            r#"{"x":{"a":{"n":1e999},"a":0},"a":[1e400],"a":"ok"}"#,
             "{\"a\":\t1,\r\n\"a\" :\"x\\ty\"}",
         ] {
             agrees_with_the_tree(value);
@@ -610,6 +644,19 @@ mod tests {
         let deep = |n: usize| format!(r#"{{"a":1,"a":{}1{}}}"#, "[".repeat(n), "]".repeat(n));
         assert!(normal(&deep(254)).is_some());
         assert!(normal(&deep(255)).is_none());
+        // Discarded by a repeat, it is no error, as in the reference.
+        let shadowed = |n: usize| format!(r#"{{"a":{}1{},"a":1}}"#, "[".repeat(n), "]".repeat(n));
+        agrees_with_the_tree(&shadowed(255));
+        agrees_with_the_tree(&shadowed(1000));
+        // Beyond the document's depth, the parser's error.
+        assert!(normal(&shadowed(1497)).is_none());
+        for kept_error in [
+            r#"{"a":NaN}"#,
+            r#"{"a":1,"b":[2,1e400],"a":2}"#,
+            r#"{"a":-Infinity,"b":1}"#,
+        ] {
+            assert!(normal(kept_error).is_none(), "{kept_error}");
+        }
     }
 
     #[test]
