@@ -417,13 +417,14 @@ fn a_memory_with_repeated_or_escaped_keys_is_checked_within_four_times_its_size(
     let head = r#"{"request_id":"r","inputs":[{"id":0,"instruction":{"type":"user","content":"go"},"memory":{"#;
     let tail = "}}]}";
     let dir = TempDir::new("unusual-keys");
-    let repeated = |n: usize| format!(r#""k{n}":{}"#, n % 10);
-    let escaped = |n: usize| format!(r#""\u006b{n}_escaped_key_padding":{}"#, n % 10);
-    let shapes: [(&str, &dyn Fn(usize) -> String, &str, &[&str]); 2] = [
-        ("repeated", &repeated, r#""k0":"last""#, &["duplicate_key"]),
-        ("escaped", &escaped, r#""k\"":1"#, &[]),
-    ];
-    for (shape, member, last, codes) in shapes {
+    for (shape, last, codes) in [
+        ("repeated", r#""k0":"last""#, &["duplicate_key"][..]),
+        ("escaped", r#""k\"":1"#, &[]),
+    ] {
+        let member = |n: usize| match shape {
+            "repeated" => format!(r#""k{n}":{}"#, n % 10),
+            _ => format!(r#""\u006b{n}_escaped_key_padding":{}"#, n % 10),
+        };
         let mut doc = String::with_capacity(size);
         doc.push_str(head);
         let mut n = 0;
