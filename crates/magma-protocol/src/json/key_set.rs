@@ -44,6 +44,19 @@ impl KeySet {
             let key = key_text(src, text, at);
             return owned.insert(key.into_owned().into_boxed_str());
         }
+        self.first_of(src, text, at).is_none()
+    }
+
+    /// [`insert`](KeySet::insert) that names the key already there: the
+    /// offset of the opening quote of the equal key added before (the key
+    /// at `at` is then not added), `None` when the key was new and added.
+    /// Only for a set of offsets: the caller checked [`offsets_fit`] (a set
+    /// of owned keys answers `None`, as if each key were new).
+    pub(crate) fn first_of(&mut self, src: &[u8], text: &str, at: usize) -> Option<usize> {
+        if self.owned.is_some() {
+            debug_assert!(false, "first_of on a set of owned keys");
+            return None;
+        }
         self.insert_by(at, |at| match key_text(src, text, at) {
             Cow::Borrowed(k) => Cow::Borrowed(k.as_bytes()),
             Cow::Owned(k) => Cow::Owned(k.into_bytes()),
@@ -58,11 +71,12 @@ impl KeySet {
         if self.owned.is_some() {
             return false;
         }
-        self.insert_by(at, |at| plain_key(src, at))
+        self.insert_by(at, |at| plain_key(src, at)).is_none()
     }
 
-    /// Adds the key at `at`, the keys read by `key_of`.
-    fn insert_by<K>(&mut self, at: usize, key_of: impl Fn(usize) -> K) -> bool
+    /// Adds the key at `at`, the keys read by `key_of`; the offset of the
+    /// equal key already there instead, if any.
+    fn insert_by<K>(&mut self, at: usize, key_of: impl Fn(usize) -> K) -> Option<usize>
     where
         K: AsRef<[u8]> + PartialEq,
     {
@@ -78,11 +92,11 @@ impl KeySet {
                     // `at` < `src.len()` < `u32::MAX`: checked in `new`.
                     self.slots[i] = at as u32 + 1;
                     self.len += 1;
-                    return true;
+                    return None;
                 }
                 slot => {
                     if key_of(slot as usize - 1) == key {
-                        return false;
+                        return Some(slot as usize - 1);
                     }
                 }
             }

@@ -22,7 +22,8 @@
 // (`lex.rs`), the parser with its own syntax error and the `Shape` a
 // document gives it (`parse.rs`), the free-form scan (`scan.rs`), the
 // key filter of kept objects (`key_filter.rs`) and the key set of large
-// ones (`key_set.rs`), the count of a top-level array's containers
+// ones (`key_set.rs`), the normal text of free-form objects with repeated
+// or escaped keys (`normal.rs`), the count of a top-level array's containers
 // (`count.rs`), the cursor of direct
 // readers (`cursor.rs`), the writer (`write.rs`), the free-form checks
 // (`check.rs`) and the serde impls of the values (`serde.rs`). It imports
@@ -37,6 +38,7 @@ mod kept;
 mod key_filter;
 mod key_set;
 mod lex;
+mod normal;
 pub(crate) mod parse;
 mod path;
 mod scan;

@@ -20,6 +20,7 @@ use std::fmt;
 use super::kept::{EXACT_FALLBACK_BYTES, KeptInputs};
 use super::key_set::{KeySet, count_distinct, keep_repeats, key_text, offsets_fit};
 use super::lex::{escaped_string_end, number_end, plain_run_end, plain_string, ws_end};
+use super::normal::normalize_free_object;
 use super::path::{Location, Segment};
 use super::scan::{ScanBuffers, scan_free_object};
 use super::{Json, KeyFilter, Map, Number, Object};
@@ -139,9 +140,9 @@ pub(crate) enum Shape {
     /// value.
     Scalar,
     /// A `dict[str, JsonValue]` position: keep the object as validated text
-    /// when it is clean; anything unusual (an error to report, a duplicate
-    /// key, an escaped key) falls back to a tree, which validation then
-    /// examines in full.
+    /// when it is clean, as its normal text (what its tree writes, see
+    /// `normal.rs`) when its keys repeat or are escaped; an error to report
+    /// falls back to a tree, which validation then examines in full.
     FreeObject,
 }
 
@@ -727,10 +728,25 @@ impl Parser<'_> {
                                 let text = &self.text[start..end];
                                 Json::Object(Object::from_validated_text(text, keys))
                             }
-                            None => {
-                                mode = ANY;
-                                continue 'value;
-                            }
+                            // A repeated or escaped key: its normal text,
+                            // what writing its tree would give. Anything
+                            // else is an error to report: a tree.
+                            None => match normalize_free_object(
+                                self.src,
+                                self.text,
+                                start,
+                                stack.len(),
+                                self.limits,
+                            ) {
+                                Some((end, text, keys)) => {
+                                    self.pos = end;
+                                    Json::Object(Object::from_validated_text(&text, keys))
+                                }
+                                None => {
+                                    mode = ANY;
+                                    continue 'value;
+                                }
+                            },
                         }
                     }
                     Some(b'[') => {
@@ -1170,7 +1186,7 @@ impl Parser<'_> {
     }
 }
 
-const LONE_SURROGATE: &str =
+pub(super) const LONE_SURROGATE: &str =
     "lone surrogate escape: a UTF-16 surrogate without its pair is not a Unicode character";
 
 /// Inserts like a Python dict: a repeated key keeps its first position and
@@ -1294,8 +1310,8 @@ fn plain_scalar_list(text: &str) -> Option<Vec<Json>> {
 
 /// A member of validated object text, by offsets into the text.
 pub(crate) struct Member {
-    /// Where the key starts (after its quote); it is as long as the key
-    /// looked up, since validated keys have no escapes.
+    /// Where the key starts (after its quote); for a key that needs no
+    /// escape, as long as the key looked up.
     pub(crate) key: usize,
     /// The value's text.
     pub(crate) value: std::ops::Range<usize>,
@@ -1303,10 +1319,19 @@ pub(crate) struct Member {
 
 /// Where the value of the top-level member `key` of validated object text
 /// lies (start and end offsets), without building anything. Validated text
-/// has unescaped keys (the scan keeps no object with an escaped key), so keys
-/// compare as bytes.
+/// writes each key as the writer does: as it is when it needs no escape
+/// (the scan keeps no object with an escaped key), with the writer's
+/// escapes otherwise (the normal text of `normal.rs`). One key has one
+/// written form, so keys compare as bytes with the written form of `key`.
 pub(crate) fn find_member(text: &str, key: &str) -> Option<Member> {
     let src = text.as_bytes();
+    let written: Cow<'_, str> = if plain_run_end(key.as_bytes(), 0) == key.len() {
+        Cow::Borrowed(key)
+    } else {
+        let mut quoted = String::with_capacity(key.len() + 8);
+        super::write::write_str(&mut quoted, key);
+        Cow::Owned(quoted[1..quoted.len() - 1].to_owned())
+    };
     let mut i = 1;
     loop {
         i = ws_end(src, i);
@@ -1315,7 +1340,7 @@ pub(crate) fn find_member(text: &str, key: &str) -> Option<Member> {
             return None;
         }
         let start = i + 1;
-        let end = plain_run_end(src, start);
+        let end = escaped_string_end(src, start);
         i = end + 1;
         i = ws_end(src, i);
         if src.get(i) != Some(&b':') {
@@ -1324,7 +1349,7 @@ pub(crate) fn find_member(text: &str, key: &str) -> Option<Member> {
         i += 1;
         i = ws_end(src, i);
         let value_end = skip_validated_value(src, i)?;
-        if &src[start..end] == key.as_bytes() {
+        if &src[start..end] == written.as_bytes() {
             return Some(Member {
                 key: start,
                 value: i..value_end,
@@ -1341,7 +1366,7 @@ pub(crate) fn find_member(text: &str, key: &str) -> Option<Member> {
 
 /// The end of the value at `i` in text known to be valid JSON: strings and
 /// containers are skipped without checking them again.
-fn skip_validated_value(src: &[u8], mut i: usize) -> Option<usize> {
+pub(super) fn skip_validated_value(src: &[u8], mut i: usize) -> Option<usize> {
     let mut depth = 0usize;
     loop {
         match *src.get(i)? {

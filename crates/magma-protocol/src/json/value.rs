@@ -52,8 +52,12 @@ enum ObjectRepr {
     /// Owned entries.
     Map(Map<Json>),
     /// Text of an object that passed validation (valid JSON, finite numbers,
-    /// nesting within limits, no duplicate keys, no escaped keys), read on
-    /// first use one level deep: objects among its values stay text.
+    /// nesting within limits, no duplicate keys, each key written as the
+    /// writer writes it: as it is unless it holds `"`, `\` or a control
+    /// character), read on first use one level deep: objects among its
+    /// values stay text. Either the document's own text (no escaped key) or
+    /// the normal text of an object with repeated or escaped keys
+    /// (`normal.rs`): what writing its tree gives, nested objects included.
     Raw {
         /// Shared: a copy of an untouched object (an agent returning the
         /// memory it was given, once per candidate) costs a count, not the
@@ -90,7 +94,9 @@ impl Decoded {
         })
     }
 
-    /// The value looked up before the entries were read, if it is `key`'s.
+    /// The value looked up before the entries were read, if it is `key`'s:
+    /// the looked-up key needs no escape, so it is written as it is at
+    /// `at`, and only that key has those bytes there.
     fn looked_up<'a>(&'a self, text: &str, key: &str) -> Option<&'a Json> {
         let (at, value) = self.looked_up.as_ref()?;
         (text.get(at.start..at.end) == Some(key)).then_some(value)
@@ -129,7 +135,8 @@ impl Object {
     }
 
     /// Wraps validated text: the caller has checked that `text` is one JSON
-    /// object with unique keys that the generic parser reads without error.
+    /// object with unique keys, written as the writer writes keys, that the
+    /// generic parser reads without error.
     /// `keys` covers its top-level keys ([`KeyFilter::ANY`] when not
     /// known).
     pub(crate) fn from_validated_text(text: &str, keys: KeyFilter) -> Object {
@@ -236,7 +243,13 @@ impl Object {
                 // looked up costs its value.
                 None => {
                     let member = super::parse::find_member(text, key)?;
-                    if let Some(value) = super::parse::read_kept_value(&text[member.value]) {
+                    // Only a key written as it is can be found again by
+                    // its bytes at `at` (see `Decoded::looked_up`).
+                    let plain = super::lex::plain_run_end(key.as_bytes(), 0) == key.len();
+                    let value = plain
+                        .then(|| super::parse::read_kept_value(&text[member.value]))
+                        .flatten();
+                    if let Some(value) = value {
                         let at = member.key..member.key + key.len();
                         let r = read.get_or_init(|| Decoded::with_looked_up(at, value));
                         if let Some(v) = r.looked_up(text, key) {
@@ -407,7 +420,7 @@ fn read_kept_text(text: &str) -> Map<Json> {
 }
 
 /// `true` when `key` and `value` can be written into validated text as
-/// they are: a key that needs no escape (validated text has none) and a
+/// they are: a key that needs no escape (written as it is) and a
 /// scalar value (null, a boolean, a finite number, a string), which cannot
 /// break the nesting limits the text was checked for.
 fn spliceable(key: &str, value: &Json) -> bool {

@@ -153,7 +153,9 @@ pub(crate) fn write_str(out: &mut String, s: &str) {
     out.push('"');
 }
 
-fn push_escape(out: &mut String, b: u8) {
+/// Appends the escape serde_json writes for `b`, a byte that needs one
+/// (below U+0020, `"`, `\`).
+pub(super) fn push_escape(out: &mut String, b: u8) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let short = match b {
         b'"' => "\\\"",

@@ -596,15 +596,25 @@ mod tests {
     }
 
     #[test]
-    fn anything_unusual_takes_the_tree_path() {
-        for memory in [
-            r#"{"a":1,"a":2}"#,
-            r#"{"\u0061":1}"#,
-            r#"{"a":NaN}"#,
-            r#"{"a":1e400}"#,
-            r#"{"a":"\ud800"}"#,
-            r#"{"a":[1,]}"#,
+    fn unusual_keys_are_kept_as_normal_text_and_errors_as_trees() {
+        // Repeated and escaped keys are kept as the text their tree writes.
+        for (memory, written) in [
+            (r#"{"a":1,"a":2}"#, r#"{"a":2}"#),
+            (
+                r#"{"\u0061":1, "b":{"c":0,"c":"\u00e9"}}"#,
+                r#"{"a":1,"b":{"c":"é"}}"#,
+            ),
         ] {
+            let body = format!(
+                r#"{{"request_id":"r","inputs":[{{"id":1,"instruction":{{"type":"user","content":""}},"memory":{memory}}}]}}"#
+            );
+            let v = parse_shaped_request(body.as_bytes()).unwrap();
+            assert_eq!(free_objects_kept_as_text(&v), (1, 0), "{memory}");
+            let memory = v.get("inputs").and_then(|i| i.as_array()).unwrap()[0].get("memory");
+            assert_eq!(memory.unwrap().to_json_string(), written);
+            assert_eq!(v, parse(body.as_bytes(), READ).unwrap());
+        }
+        for memory in [r#"{"a":1e400}"#, r#"{"a":"\ud800"}"#, r#"{"a":[1,]}"#] {
             let body = format!(
                 r#"{{"request_id":"r","inputs":[{{"id":1,"instruction":{{"type":"user","content":""}},"memory":{memory}}}]}}"#
             );

@@ -509,6 +509,57 @@ async fn huge_free_form_objects_stay_within_the_budget() {
     assert!(now < 128 * 1024, "RSS {now} KiB after the attack");
 }
 
+/// A valid request of `mib` MiB whose `memory` is one object of small keys
+/// that the free-form scan cannot keep as the body's text: every key plain
+/// and the first one repeated last (the reference keeps its last value at
+/// its first place), or every key escaped (`"\u006b0"` is `"k0"`) and the
+/// last one needing its escape (`"k\""`). Built as trees they cost about
+/// 19 times their text; kept as the text their tree writes, about twice
+/// it while that text is written and copied.
+fn huge_unusual_keys(mib: usize, escaped: bool) -> String {
+    let (prefix, last) = if escaped {
+        ("\\u006b", r#""k\"":1"#)
+    } else {
+        ("k", r#""k0":"last""#)
+    };
+    let mut memory = many_keys(prefix, mib * 1024 * 1024 - 200);
+    memory.pop();
+    format!(
+        r#"{{"request_id":"keys","inputs":[{{"id":0,"instruction":{{"type":"user","content":"go"}},"memory":{memory},{last}}}}}]}}"#
+    )
+}
+
+/// Valid requests whose `memory` is one huge object with a repeated key,
+/// or with escaped keys, two at once, each shape against a server of its
+/// own: answered (the demo returns the memory) within the budget, and the
+/// peak grows by less than 8 times the bodies (the trees of these objects
+/// took about 19 times them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn huge_objects_with_repeated_or_escaped_keys_stay_within_the_budget() {
+    let (mib, copies) = if full() { (16, 2) } else { (2, 2) };
+    for escaped in [false, true] {
+        let mut server = Proc::start(&[]);
+        let body = huge_unusual_keys(mib, escaped);
+        assert!(body.len() <= mib * 1024 * 1024, "{}", body.len());
+        let before = server.peak_rss_kib();
+        let (statuses, slowest) = replay(&server, body, copies).await;
+        assert!(statuses.iter().all(|s| *s == 200), "{statuses:?}");
+        let shape = if escaped {
+            "escaped keys"
+        } else {
+            "a repeated key"
+        };
+        let name =
+            format!("{copies} x {mib} MiB of free-form keys with {shape} at once: {statuses:?}");
+        check(&mut server, &name, slowest, before);
+        let grown = server.peak_rss_kib().saturating_sub(before);
+        let bodies_kib = (copies * mib * 1024) as u64;
+        assert!(grown < 8 * bodies_kib, "{name}: peak grew by {grown} KiB");
+        let now = settles(&mut server).await;
+        assert!(now < 128 * 1024, "RSS {now} KiB after the attack");
+    }
+}
+
 /// `{"request_id":"e","inputs":[{"k":[0,0,...]}]}` of `mib` MiB: one
 /// undeclared key whose value is millions of elements, echoed by its
 /// `extra_forbidden` error and inside the object by two `missing` errors.

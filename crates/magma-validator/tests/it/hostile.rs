@@ -420,6 +420,69 @@ fn a_memory_of_a_million_keys_is_checked_within_twice_its_size() {
     assert!(run.peak_kib < 3 * size_kib, "{} KiB", run.peak_kib);
 }
 
+/// A valid 16 MiB request whose `memory` is one object of a million keys,
+/// one of them repeated (the reference keeps the last value at the first
+/// place), or of half a million escaped keys (`"\u006b0..."` is `"k0..."`,
+/// and `"k\""` stays escaped when written). The scan keeps neither as the
+/// document's text; each is kept as the text its tree writes, so `check`
+/// holds the file, that text and, for a moment, its copy into the kept
+/// object (the debug binary's 12 MiB included: under four times the
+/// file), where the tree cost 19 times the file (306.5 MiB).
+#[test]
+fn a_memory_with_repeated_or_escaped_keys_is_checked_within_four_times_its_size() {
+    let size = 16 * MIB;
+    let head = r#"{"request_id":"r","inputs":[{"id":0,"instruction":{"type":"user","content":"go"},"memory":{"#;
+    let tail = "}}]}";
+    let dir = TempDir::new("unusual-keys");
+    for (shape, last, codes) in [
+        ("repeated", r#""k0":"last""#, &["duplicate_key"][..]),
+        ("escaped", r#""k\"":1"#, &[]),
+    ] {
+        let member = |n: usize| match shape {
+            "repeated" => format!(r#""k{n}":{}"#, n % 10),
+            _ => format!(r#""\u006b{n}_escaped_key_padding":{}"#, n % 10),
+        };
+        let mut doc = String::with_capacity(size);
+        doc.push_str(head);
+        let mut n = 0;
+        loop {
+            let next = member(n);
+            if doc.len() + next.len() + 1 + last.len() + tail.len() > size {
+                break;
+            }
+            doc.push_str(&next);
+            doc.push(',');
+            n += 1;
+        }
+        doc.push_str(last);
+        doc.push_str(tail);
+        let file = dir.file(&format!("{shape}.json"), doc.as_bytes());
+        drop(doc);
+        let run = run_measured(&["check", "--kind", "request", "--format", "json", &file]);
+        let report: Value = serde_json::from_slice(&run.stdout).expect("a JSON report");
+        eprintln!(
+            "check of a memory of {n} {shape} keys: peak {} KiB, {:?}",
+            run.peak_kib, run.elapsed
+        );
+        assert_eq!(run.code, 0, "{report:#}");
+        assert!(n > 400_000, "{n}");
+        let found: Vec<&str> = report["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["code"].as_str().unwrap())
+            .collect();
+        assert_eq!(found, codes, "{report:#}");
+        let size_kib = (size / 1024) as u64;
+        assert!(
+            run.peak_kib > size_kib * 9 / 10,
+            "{shape}: {} KiB",
+            run.peak_kib
+        );
+        assert!(run.peak_kib < 4 * size_kib, "{shape}: {} KiB", run.peak_kib);
+    }
+}
+
 /// One undeclared key whose value is millions of elements, in an answer
 /// and in a request (16 MiB each): the value is read as its text, once,
 /// shared by the `extra_forbidden` error and by the object the `missing`

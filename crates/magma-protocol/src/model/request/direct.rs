@@ -42,8 +42,9 @@
 //!   position (valid, finite, unique unescaped keys, within the depth
 //!   limits). It is called with the same `depth_before` the parser passes
 //!   there, so it decides exactly as in the exact path, which keeps such an
-//!   object as validated text; one it refuses would be built as a tree
-//!   there, so it is refused here too. That includes `{}` (and `{ }`): the
+//!   object as validated text; one it refuses is read otherwise there (as
+//!   its normal text when its keys repeat or are escaped, as a tree when it
+//!   holds an error), so it is refused here too. That includes `{}` (and `{ }`): the
 //!   parser checks the free-form plan before the generic `{`, so an empty
 //!   object there is the validated text `{}` too, not an empty map; a
 //!   missing field is an empty map on both paths.
