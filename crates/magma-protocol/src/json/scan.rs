@@ -3,7 +3,9 @@
 
 use super::KeyFilter;
 use super::key_set::{KeySet, offsets_fit};
-use super::lex::{number_end, plain_run_end, ws_end};
+#[cfg(doc)]
+use super::lex::number_end;
+use super::lex::{plain_run_end, ws_end};
 use super::parse::Limits;
 
 /// Buffers reused across the free-form scans of one document.
@@ -141,26 +143,7 @@ pub(crate) fn scan_free_object(
                 }
             }
             b'"' => i = scan_string(src, i)?,
-            b'-' | b'0'..=b'9' => {
-                let end = number_end(src, i)?;
-                let lexeme = &src[i..end];
-                // Only a float with an exponent, or with over 300 digits, can
-                // overflow to infinity; plain integers and decimals are the
-                // usual case and need no second look.
-                let mut float = false;
-                let mut exponent = false;
-                for &c in lexeme {
-                    float |= c == b'.';
-                    exponent |= (c | 0x20) == b'e';
-                }
-                if exponent || (float && lexeme.len() >= 300) {
-                    let text = std::str::from_utf8(lexeme).ok()?;
-                    if !text.parse::<f64>().ok()?.is_finite() {
-                        return None;
-                    }
-                }
-                i = end;
-            }
+            b'-' | b'0'..=b'9' => i = scan_number(src, i)?,
             b't' if src[i..].starts_with(b"true") => i += 4,
             b'f' if src[i..].starts_with(b"false") => i += 5,
             b'n' if src[i..].starts_with(b"null") => i += 4,
@@ -259,6 +242,50 @@ fn many_keys(src: &[u8], start: usize, sc: &mut ScanBuffers, frame: &mut ScanFra
     sets.last_mut()?.insert_plain(src, start - 1).then_some(())
 }
 
+/// A number value: its end, the lexeme [`number_end`] reads, found in the
+/// same pass that notes whether it has a fraction or an exponent (steps are
+/// dense with numbers: a second pass over each lexeme cost about a third of
+/// a number's work); `None` unless it reads as a finite `f64`.
+#[inline(always)]
+fn scan_number(src: &[u8], start: usize) -> Option<usize> {
+    let digits_end = |mut i: usize| {
+        while src.get(i).is_some_and(u8::is_ascii_digit) {
+            i += 1;
+        }
+        i
+    };
+    let mut i = start + usize::from(src.get(start) == Some(&b'-'));
+    match src.get(i)? {
+        b'0' => i += 1,
+        b'1'..=b'9' => i = digits_end(i + 1),
+        _ => return None,
+    }
+    // A fraction or exponent counts only when complete, as in `number_end`.
+    let mut fraction = false;
+    if src.get(i) == Some(&b'.') && src.get(i + 1).is_some_and(u8::is_ascii_digit) {
+        i = digits_end(i + 2);
+        fraction = true;
+    }
+    let mut exponent = false;
+    if matches!(src.get(i), Some(b'e' | b'E')) {
+        let j = i + 1 + usize::from(matches!(src.get(i + 1), Some(b'+' | b'-')));
+        if src.get(j).is_some_and(u8::is_ascii_digit) {
+            i = digits_end(j + 1);
+            exponent = true;
+        }
+    }
+    // Only a float with an exponent, or with over 300 digits, can overflow
+    // to infinity; plain integers and decimals are the usual case and need
+    // no second look.
+    if exponent || (fraction && i - start >= 300) {
+        let text = std::str::from_utf8(&src[start..i]).ok()?;
+        if !text.parse::<f64>().ok()?.is_finite() {
+            return None;
+        }
+    }
+    Some(i)
+}
+
 /// A string value; `None` unless the tree parser would read it cleanly.
 fn scan_string(src: &[u8], i: usize) -> Option<usize> {
     let mut j = i + 1;
@@ -314,6 +341,34 @@ mod tests {
         let members: Vec<String> = (0..n).map(|i| format!(r#""k{i}":{i}"#)).collect();
         let sep = if tail.is_empty() || n == 0 { "" } else { "," };
         format!("{{{}{sep}{tail}}}", members.join(","))
+    }
+
+    /// Numbers at the edges of the lexeme: the scan keeps exactly the
+    /// objects the tree parser reads and validation accepts (finite
+    /// numbers only), and ends where the parser ends.
+    #[test]
+    fn numbers_are_kept_exactly_when_the_parser_reads_them() {
+        let long = format!("0.{}", "1".repeat(400));
+        let huge = format!("{}.5", "9".repeat(400));
+        for n in [
+            "0", "-0", "7", "-12", "1.5", "-0.25", "1e5", "1E+5", "2.5e-3", "1e400", "-1e400",
+            "1e-400", "01", "-", "-a", "1.", "1.e5", "1e", "1e+", "1ee", ".5", "+1", &long, &huge,
+        ] {
+            for text in [
+                format!(r#"{{"n":{n}}}"#),
+                format!(r#"{{"a":[{n},0],"n":{n} }}"#),
+            ] {
+                let scanned = scan(&text);
+                let parsed = parse(text.as_bytes(), TEST_LIMITS);
+                let infinite = ["1e400", "-1e400", &huge].contains(&n);
+                assert_eq!(
+                    scanned.is_some(),
+                    parsed.is_ok() && !infinite,
+                    "{text}: {parsed:?}"
+                );
+                assert!(scanned.is_none_or(|end| end == text.len()), "{text}");
+            }
+        }
     }
 
     #[test]
