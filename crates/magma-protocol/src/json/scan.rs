@@ -41,12 +41,10 @@ impl ScanBuffers {
         }
     }
 
-    /// `false` once a large document grew the buffers past the usual size,
-    /// or a scan that gave up left key sets in them: they are then dropped
-    /// instead of kept for the next document.
+    /// `false` once a large document grew the buffers past the usual size:
+    /// they are then dropped instead of kept for the next document.
     pub(crate) fn worth_keeping(&self) -> bool {
-        self.sets.is_empty()
-            && self.containers.capacity() <= 256
+        self.containers.capacity() <= 256
             && self.keys.capacity() <= 1024
             && self.frames.capacity() <= 256
     }
@@ -86,10 +84,29 @@ pub(crate) fn scan_free_object(
     limits: Limits,
     sc: &mut ScanBuffers,
 ) -> Option<(usize, KeyFilter)> {
+    let scanned = scan_object(src, start, depth_before, limits, sc);
+    if scanned.is_none() {
+        // A scan that gave up inside large objects frees their key sets
+        // now, before the caller builds the object as a tree (a clean one
+        // frees each as its object closes).
+        sc.sets.clear();
+    }
+    scanned
+}
+
+/// [`scan_free_object`], but for the key sets it may leave behind when it
+/// gives up.
+#[inline(always)]
+fn scan_object(
+    src: &[u8],
+    start: usize,
+    depth_before: usize,
+    limits: Limits,
+    sc: &mut ScanBuffers,
+) -> Option<(usize, KeyFilter)> {
     sc.containers.clear();
     sc.keys.clear();
     sc.frames.clear();
-    sc.sets.clear();
     let mut i = ws_end(src, start + 1);
     if src.get(i) == Some(&b'}') {
         return Some((i + 1, KeyFilter::EMPTY));
@@ -456,16 +473,21 @@ mod tests {
         // The keys went to a set of their own, not to the shared buffer.
         assert!(sc.keys.capacity() <= 2 * SCAN_KEY_LIMIT);
         assert!(sc.worth_keeping());
-        // A scan that gives up inside a large object leaves its set behind:
-        // the buffers are then not kept, until a scan ends cleanly.
-        let repeated = keys(100_000, r#""k5":0"#);
+        // A scan that gives up inside large objects (one in another) frees
+        // their sets too.
+        let inner = keys(1000, "");
+        let repeated = keys(1000, &format!(r#""in":{inner},"k5":0"#));
         assert_eq!(
             scan_free_object(repeated.as_bytes(), 0, 0, TEST_LIMITS, &mut sc),
             None
         );
-        assert!(!sc.worth_keeping());
-        let end = scan_free_object(text.as_bytes(), 0, 0, TEST_LIMITS, &mut sc);
-        assert_eq!(end.map(|(e, _)| e), Some(text.len()));
-        assert!(sc.worth_keeping());
+        assert!(sc.sets.is_empty() && sc.worth_keeping());
+        let inner = keys(1000, r#""k7":"again""#);
+        let repeated = keys(1000, &format!(r#""in":{inner}"#));
+        assert_eq!(
+            scan_free_object(repeated.as_bytes(), 0, 0, TEST_LIMITS, &mut sc),
+            None
+        );
+        assert!(sc.sets.is_empty());
     }
 }
