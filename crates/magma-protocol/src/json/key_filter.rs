@@ -15,8 +15,9 @@ impl KeyFilter {
     /// Keys not known: every key may be there.
     pub(crate) const ANY: KeyFilter = KeyFilter(u64::MAX);
 
-    /// The filter of one key.
-    #[inline]
+    /// The filter of one key. Always inlined: the free-form scan computes
+    /// one per key, and the call cost about a third of the work.
+    #[inline(always)]
     pub(crate) fn of(key: &[u8]) -> KeyFilter {
         let first = key.first().copied().unwrap_or(0);
         let last = key.last().copied().unwrap_or(0);

@@ -23,7 +23,7 @@ use super::KeyFilter;
 use super::key_set::{KeySet, key_text, offsets_fit};
 use super::lex::{escaped_string_end, number_end, plain_run_end, ws_end};
 use super::parse::{Limits, skip_validated_value};
-use super::scan::{finite_number_end, scan_string};
+use super::scan::{scan_number, scan_string};
 use super::write::push_escape;
 
 /// Reads the object at `start` (a `{`, in `src`, which is `text`) as
@@ -315,7 +315,7 @@ fn write(src: &[u8], text: &str, start: usize, plan: &Plan, out: &mut String) ->
             // `None` for a number validation refuses, and for the parser's
             // constants (`NaN`, `-Infinity`).
             b'-' | b'0'..=b'9' => {
-                let end = finite_number_end(src, i)?;
+                let end = scan_number(src, i)?;
                 out.push_str(text.get(i..end)?);
                 i = end;
             }

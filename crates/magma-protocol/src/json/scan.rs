@@ -3,7 +3,9 @@
 
 use super::KeyFilter;
 use super::key_set::{KeySet, offsets_fit};
-use super::lex::{number_end, plain_run_end, ws_end};
+#[cfg(doc)]
+use super::lex::number_end;
+use super::lex::{plain_run_end, ws_end};
 use super::parse::Limits;
 
 /// Buffers reused across the free-form scans of one document.
@@ -17,6 +19,13 @@ pub(crate) struct ScanBuffers {
     keys: Vec<(usize, usize)>,
     /// The open objects around the innermost one.
     frames: Vec<ScanFrame>,
+    /// The key sets of the open objects of more than [`SCAN_KEY_LIMIT`]
+    /// keys, innermost last: an object's set is made once the objects
+    /// inside it are closed, and dropped when it closes, so they stack as
+    /// the objects do. Kept apart from the frames so that a frame is plain
+    /// data: a frame that owned its set cost every nested object a call to
+    /// drop it and an out-of-line push (docs/performance.md, run 18).
+    sets: Vec<KeySet>,
 }
 
 impl ScanBuffers {
@@ -27,6 +36,7 @@ impl ScanBuffers {
             containers: Vec::with_capacity(16),
             keys: Vec::with_capacity(64),
             frames: Vec::with_capacity(16),
+            sets: Vec::new(),
         }
     }
 
@@ -47,12 +57,13 @@ const SCAN_KEY_LIMIT: usize = 64;
 
 /// An object being read by [`scan_free_object`]: where its keys start in
 /// [`ScanBuffers::keys`], the [`KeyFilter`] of its keys so far, so that most
-/// keys need no comparison, and, past [`SCAN_KEY_LIMIT`] keys, the set that
-/// holds them instead.
+/// keys need no comparison, and, past [`SCAN_KEY_LIMIT`] keys, whether the
+/// last of [`ScanBuffers::sets`] holds them instead.
+#[derive(Clone, Copy)]
 struct ScanFrame {
     from: usize,
     seen: KeyFilter,
-    many: Option<Box<KeySet>>,
+    many: bool,
 }
 
 /// Scans the object at `start` (a `{`) without building anything. Returns the
@@ -73,6 +84,28 @@ pub(crate) fn scan_free_object(
     limits: Limits,
     sc: &mut ScanBuffers,
 ) -> Option<(usize, KeyFilter)> {
+    let scanned = scan_object(src, start, depth_before, limits, sc);
+    if scanned.is_none() {
+        // A scan that gave up inside large objects frees their key sets
+        // now, before the caller builds the object as a tree (a clean one
+        // frees each as its object closes).
+        sc.sets.clear();
+    }
+    scanned
+}
+
+/// [`scan_free_object`], but for the key sets it may leave behind when it
+/// gives up. Freeing them here, after the loop, rather than clearing them
+/// as the loop starts, also cut 5% of the inference parse's instructions,
+/// all in the loop's own code (docs/performance.md, run 18).
+#[inline(always)]
+fn scan_object(
+    src: &[u8],
+    start: usize,
+    depth_before: usize,
+    limits: Limits,
+    sc: &mut ScanBuffers,
+) -> Option<(usize, KeyFilter)> {
     sc.containers.clear();
     sc.keys.clear();
     sc.frames.clear();
@@ -87,7 +120,7 @@ pub(crate) fn scan_free_object(
     let mut frame = ScanFrame {
         from: 0,
         seen: KeyFilter::EMPTY,
-        many: None,
+        many: false,
     };
     // The bounds of `level`, worked out once: a value inside more than
     // `free_form_depth` containers below the free-form object is refused by
@@ -95,7 +128,7 @@ pub(crate) fn scan_free_object(
     // within `depth` (`depth_before + level + 1 <= depth`).
     let free_form_levels = limits.free_form_depth.saturating_add(1);
     let open_levels = limits.depth.saturating_sub(depth_before + 1);
-    i = scan_key(src, i, &mut sc.keys, &mut frame)?;
+    i = scan_key(src, i, sc, &mut frame)?;
     'value: loop {
         i = ws_end(src, i);
         match *src.get(i)? {
@@ -120,16 +153,16 @@ pub(crate) fn scan_free_object(
                         let inner = ScanFrame {
                             from: sc.keys.len(),
                             seen: KeyFilter::EMPTY,
-                            many: None,
+                            many: false,
                         };
                         sc.frames.push(std::mem::replace(&mut frame, inner));
-                        i = scan_key(src, i, &mut sc.keys, &mut frame)?;
+                        i = scan_key(src, i, sc, &mut frame)?;
                     }
                     continue 'value;
                 }
             }
             b'"' => i = scan_string(src, i)?,
-            b'-' | b'0'..=b'9' => i = finite_number_end(src, i)?,
+            b'-' | b'0'..=b'9' => i = scan_number(src, i)?,
             b't' if src[i..].starts_with(b"true") => i += 4,
             b'f' if src[i..].starts_with(b"false") => i += 5,
             b'n' if src[i..].starts_with(b"null") => i += 4,
@@ -141,7 +174,7 @@ pub(crate) fn scan_free_object(
             match (*src.get(i)?, top) {
                 (b',', b'{') => {
                     i = ws_end(src, i + 1);
-                    i = scan_key(src, i, &mut sc.keys, &mut frame)?;
+                    i = scan_key(src, i, sc, &mut frame)?;
                     continue 'value;
                 }
                 (b',', _) => {
@@ -151,6 +184,9 @@ pub(crate) fn scan_free_object(
                 (b'}', b'{') => {
                     i += 1;
                     level -= 1;
+                    if frame.many {
+                        sc.sets.pop();
+                    }
                     if level == 0 {
                         return Some((i, frame.seen));
                     }
@@ -174,12 +210,7 @@ pub(crate) fn scan_free_object(
 /// call cost about a fifth of a key's work. Keys past the
 /// [`SCAN_KEY_LIMIT`]th of an object go to [`many_keys`], out of line.
 #[inline(always)]
-fn scan_key(
-    src: &[u8],
-    i: usize,
-    keys: &mut Vec<(usize, usize)>,
-    frame: &mut ScanFrame,
-) -> Option<usize> {
+fn scan_key(src: &[u8], i: usize, sc: &mut ScanBuffers, frame: &mut ScanFrame) -> Option<usize> {
     if src.get(i) != Some(&b'"') {
         return None;
     }
@@ -190,9 +221,9 @@ fn scan_key(
     }
     let key = &src[start..j];
     let filter = KeyFilter::of(key);
-    let siblings = keys.get(frame.from..)?;
-    if frame.many.is_some() || siblings.len() >= SCAN_KEY_LIMIT {
-        many_keys(src, start, keys, frame)?;
+    let siblings = sc.keys.get(frame.from..)?;
+    if frame.many || siblings.len() >= SCAN_KEY_LIMIT {
+        many_keys(src, start, sc, frame)?;
     } else {
         // Only a key the filter may hold can repeat a sibling.
         if frame.seen.covers(filter) {
@@ -201,7 +232,7 @@ fn scan_key(
                 return None;
             }
         }
-        keys.push((start, j));
+        sc.keys.push((start, j));
     }
     frame.seen.add(filter);
     j = ws_end(src, j + 1);
@@ -213,52 +244,67 @@ fn scan_key(
 /// into a [`KeySet`] the first time; `None` for a duplicate.
 #[cold]
 #[inline(never)]
-fn many_keys(
-    src: &[u8],
-    start: usize,
-    keys: &mut Vec<(usize, usize)>,
-    frame: &mut ScanFrame,
-) -> Option<()> {
-    let set = match &mut frame.many {
-        Some(set) => set,
-        None => {
-            if !offsets_fit(src) {
-                return None;
-            }
-            let mut set = Box::new(KeySet::new(src));
-            for &(a, _) in keys.get(frame.from..)? {
-                set.insert_plain(src, a - 1);
-            }
-            keys.truncate(frame.from);
-            frame.many.insert(set)
+fn many_keys(src: &[u8], start: usize, sc: &mut ScanBuffers, frame: &mut ScanFrame) -> Option<()> {
+    let ScanBuffers { keys, sets, .. } = sc;
+    if !frame.many {
+        if !offsets_fit(src) {
+            return None;
         }
-    };
-    set.insert_plain(src, start - 1).then_some(())
+        let mut set = KeySet::new(src);
+        for &(a, _) in keys.get(frame.from..)? {
+            set.insert_plain(src, a - 1);
+        }
+        keys.truncate(frame.from);
+        sets.push(set);
+        frame.many = true;
+    }
+    sets.last_mut()?.insert_plain(src, start - 1).then_some(())
 }
 
-/// The end of the number at `i`; `None` unless it is a JSON number that
-/// validation accepts (finite once read as Python reads it).
+/// A number value: its end, the lexeme [`number_end`] reads, found in the
+/// same pass that notes whether it has a fraction or an exponent (steps are
+/// dense with numbers: a second pass over each lexeme cost about a third of
+/// a number's work); `None` unless it reads as a finite `f64`.
 #[inline(always)]
-pub(super) fn finite_number_end(src: &[u8], i: usize) -> Option<usize> {
-    let end = number_end(src, i)?;
-    let lexeme = &src[i..end];
-    // Only a float with an exponent, or with over 300 digits, can
-    // overflow to infinity; plain integers and decimals are the
-    // usual case and need no second look.
-    let mut float = false;
-    let mut exponent = false;
-    for &c in lexeme {
-        float |= c == b'.';
-        exponent |= (c | 0x20) == b'e';
+pub(super) fn scan_number(src: &[u8], start: usize) -> Option<usize> {
+    let digits_end = |mut i: usize| {
+        while src.get(i).is_some_and(u8::is_ascii_digit) {
+            i += 1;
+        }
+        i
+    };
+    let mut i = start + usize::from(src.get(start) == Some(&b'-'));
+    match src.get(i)? {
+        b'0' => i += 1,
+        b'1'..=b'9' => i = digits_end(i + 1),
+        _ => return None,
     }
-    if exponent || (float && lexeme.len() >= 300) {
-        let text = std::str::from_utf8(lexeme).ok()?;
+    // A fraction or exponent counts only when complete, as in `number_end`.
+    let mut fraction = false;
+    if src.get(i) == Some(&b'.') && src.get(i + 1).is_some_and(u8::is_ascii_digit) {
+        i = digits_end(i + 2);
+        fraction = true;
+    }
+    let mut exponent = false;
+    if matches!(src.get(i), Some(b'e' | b'E')) {
+        let j = i + 1 + usize::from(matches!(src.get(i + 1), Some(b'+' | b'-')));
+        if src.get(j).is_some_and(u8::is_ascii_digit) {
+            i = digits_end(j + 1);
+            exponent = true;
+        }
+    }
+    // Only a float with an exponent, or with over 300 digits, can overflow
+    // to infinity; plain integers and decimals are the usual case and need
+    // no second look.
+    if exponent || (fraction && i - start >= 300) {
+        let text = std::str::from_utf8(&src[start..i]).ok()?;
         if !text.parse::<f64>().ok()?.is_finite() {
             return None;
         }
     }
-    Some(end)
+    Some(i)
 }
+
 
 /// A string (a value, or a key of [`super::normal`]); `None` unless the
 /// tree parser would read it cleanly. Returns the end of its closing quote.
@@ -319,6 +365,34 @@ mod tests {
         let members: Vec<String> = (0..n).map(|i| format!(r#""k{i}":{i}"#)).collect();
         let sep = if tail.is_empty() || n == 0 { "" } else { "," };
         format!("{{{}{sep}{tail}}}", members.join(","))
+    }
+
+    /// Numbers at the edges of the lexeme: the scan keeps exactly the
+    /// objects the tree parser reads and validation accepts (finite
+    /// numbers only), and ends where the parser ends.
+    #[test]
+    fn numbers_are_kept_exactly_when_the_parser_reads_them() {
+        let long = format!("0.{}", "1".repeat(400));
+        let huge = format!("{}.5", "9".repeat(400));
+        for n in [
+            "0", "-0", "7", "-12", "1.5", "-0.25", "1e5", "1E+5", "2.5e-3", "1e400", "-1e400",
+            "1e-400", "01", "-", "-a", "1.", "1.e5", "1e", "1e+", "1ee", ".5", "+1", &long, &huge,
+        ] {
+            for text in [
+                format!(r#"{{"n":{n}}}"#),
+                format!(r#"{{"a":[{n},0],"n":{n} }}"#),
+            ] {
+                let scanned = scan(&text);
+                let parsed = parse(text.as_bytes(), TEST_LIMITS);
+                let infinite = ["1e400", "-1e400", &huge].contains(&n);
+                assert_eq!(
+                    scanned.is_some(),
+                    parsed.is_ok() && !infinite,
+                    "{text}: {parsed:?}"
+                );
+                assert!(scanned.is_none_or(|end| end == text.len()), "{text}");
+            }
+        }
     }
 
     #[test]
@@ -411,5 +485,21 @@ mod tests {
         // The keys went to a set of their own, not to the shared buffer.
         assert!(sc.keys.capacity() <= 2 * SCAN_KEY_LIMIT);
         assert!(sc.worth_keeping());
+        // A scan that gives up inside large objects (one in another) frees
+        // their sets too.
+        let inner = keys(1000, "");
+        let repeated = keys(1000, &format!(r#""in":{inner},"k5":0"#));
+        assert_eq!(
+            scan_free_object(repeated.as_bytes(), 0, 0, TEST_LIMITS, &mut sc),
+            None
+        );
+        assert!(sc.sets.is_empty() && sc.worth_keeping());
+        let inner = keys(1000, r#""k7":"again""#);
+        let repeated = keys(1000, &format!(r#""in":{inner}"#));
+        assert_eq!(
+            scan_free_object(repeated.as_bytes(), 0, 0, TEST_LIMITS, &mut sc),
+            None
+        );
+        assert!(sc.sets.is_empty());
     }
 }
