@@ -305,7 +305,6 @@ pub(super) fn scan_number(src: &[u8], start: usize) -> Option<usize> {
     Some(i)
 }
 
-
 /// A string (a value, or a key of [`super::normal`]); `None` unless the
 /// tree parser would read it cleanly. Returns the end of its closing quote.
 /// Inlined: out of line, the call cost the scan of the usual request about
