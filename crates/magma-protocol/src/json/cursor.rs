@@ -12,6 +12,7 @@ use super::Object;
 use super::lex::{number_end, ws_end};
 use super::parse::{Limits, Parser};
 use super::scan::{ScanBuffers, scan_free_object};
+use super::shared_text::TextChunks;
 
 thread_local! {
     /// The scan buffers of the last document read on this thread: a server
@@ -27,6 +28,8 @@ pub(crate) struct Cursor<'a> {
     text: &'a str,
     limits: Limits,
     scratch: ScanBuffers,
+    /// The copies of the document's text its small free-form objects share.
+    chunks: TextChunks,
 }
 
 impl<'a> Cursor<'a> {
@@ -43,6 +46,7 @@ impl<'a> Cursor<'a> {
             text,
             limits,
             scratch: SCRATCH.take().unwrap_or_else(ScanBuffers::with_room),
+            chunks: TextChunks::default(),
         })
     }
 
@@ -232,9 +236,14 @@ impl<'a> Cursor<'a> {
             self.limits,
             &mut self.scratch,
         )?;
-        let text = self.text.get(start..end)?;
+        if self.text.get(start..end)? == "{}" {
+            // Common (`extra_keys`, `memory`), and kept as an empty map.
+            self.p.set_pos(end);
+            return Some(Object::new());
+        }
+        let text = self.chunks.keep(self.text, start..end, keys)?;
         self.p.set_pos(end);
-        Some(Object::from_validated_text(text, keys))
+        Some(Object::from_kept_text(text))
     }
 }
 

@@ -38,9 +38,70 @@ impl KeyFilter {
         self.0 & other.0 == other.0
     }
 
+    /// `false` when `key` is certainly not among these keys (objects keep
+    /// the [folded](KeyFilter::folded) filter; the tests check the scan's).
+    #[cfg(test)]
+    pub(crate) fn may_contain(self, key: &str) -> bool {
+        self.covers(KeyFilter::of(key.as_bytes()))
+    }
+}
+
+/// A [`KeyFilter`] folded into 32 bits (its two halves or'ed): what an
+/// object kept as text stores, so that the object stays five words. Folding
+/// keeps every bit a key set, so a key it rules out is still certainly not
+/// there; it only rules out fewer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct FoldedKeyFilter(u32);
+
+impl KeyFilter {
+    /// This filter in 32 bits.
+    #[inline]
+    pub(crate) fn folded(self) -> FoldedKeyFilter {
+        FoldedKeyFilter(self.0 as u32 | (self.0 >> 32) as u32)
+    }
+}
+
+impl FoldedKeyFilter {
+    /// Adds the keys behind `other`.
+    #[inline]
+    pub(crate) fn add(&mut self, other: KeyFilter) {
+        self.0 |= other.folded().0;
+    }
+
     /// `false` when `key` is certainly not among these keys.
     #[inline]
     pub(crate) fn may_contain(self, key: &str) -> bool {
-        self.covers(KeyFilter::of(key.as_bytes()))
+        let k = KeyFilter::of(key.as_bytes()).folded().0;
+        self.0 & k == k
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_folded_filter_never_rules_out_a_key_it_holds() {
+        let keys: Vec<String> = (0..200)
+            .map(|i| format!("key_{i}_{}", "x".repeat(i % 7)))
+            .collect();
+        for n in [1, 2, 8, 64, 200] {
+            let mut full = KeyFilter::EMPTY;
+            for k in &keys[..n] {
+                full.add(KeyFilter::of(k.as_bytes()));
+            }
+            let mut folded = full.folded();
+            assert!(keys[..n].iter().all(|k| folded.may_contain(k)), "{n} keys");
+            // Adding to the folded filter is adding before folding.
+            folded.add(KeyFilter::of(b"late"));
+            full.add(KeyFilter::of(b"late"));
+            assert_eq!(folded, full.folded());
+            assert!(folded.may_contain("late"));
+        }
+        // Few keys rule out most others.
+        let mut one = KeyFilter::EMPTY;
+        one.add(KeyFilter::of(b"name"));
+        let ruled_out = keys.iter().filter(|k| !one.folded().may_contain(k)).count();
+        assert!(ruled_out > 150, "{ruled_out} of 200 ruled out");
     }
 }

@@ -43,6 +43,7 @@ pub(crate) mod parse;
 mod path;
 mod scan;
 pub(crate) mod serde;
+mod shared_text;
 mod value;
 mod value_conv;
 pub(crate) mod write;

@@ -12,6 +12,7 @@ use std::fmt;
 use std::sync::{Arc, OnceLock};
 
 use super::KeyFilter;
+use super::shared_text::KeptText;
 
 /// A JSON value that keeps everything the document said.
 ///
@@ -48,6 +49,11 @@ pub struct Object {
     repr: ObjectRepr,
 }
 
+// Five words: `Json` values are built by the million in trees, and each
+// word of `Object` is one of every `Json`.
+#[cfg(target_pointer_width = "64")]
+const _: () = assert!(size_of::<Object>() == 40 && size_of::<Json>() == 48);
+
 enum ObjectRepr {
     /// Owned entries.
     Map(Map<Json>),
@@ -62,10 +68,9 @@ enum ObjectRepr {
         /// Shared: a copy of an untouched object (an agent returning the
         /// memory it was given, once per candidate) costs a count, not the
         /// text again.
-        text: Arc<str>,
-        /// The [`KeyFilter`] of the top-level keys, which answers most
-        /// lookups of a missing key without a scan.
-        keys: KeyFilter,
+        /// With the [`KeyFilter`] of its top-level keys, which answers
+        /// most lookups of a missing key without a scan.
+        text: KeptText,
         /// What reading it built, boxed so that an unread object (and so
         /// every `Json`) stays small: deep values are cloned and dropped
         /// recursively, and their frames grow with it.
@@ -145,10 +150,16 @@ impl Object {
             // map writes back the same two bytes: no copy to keep.
             return Object::new();
         }
+        Object::from_kept_text(KeptText::own(text.into(), keys))
+    }
+
+    /// [`Object::from_validated_text`] for text already kept (shared with
+    /// the objects beside it in its document, see `shared_text.rs`); the
+    /// caller makes `{}` an empty map.
+    pub(crate) fn from_kept_text(text: KeptText) -> Object {
         Object {
             repr: ObjectRepr::Raw {
-                text: text.into(),
-                keys,
+                text,
                 read: OnceLock::new(),
             },
         }
@@ -162,7 +173,7 @@ impl Object {
     /// The text of an untouched object read from a document.
     pub(crate) fn raw_text(&self) -> Option<&str> {
         match &self.repr {
-            ObjectRepr::Raw { text, .. } => Some(text),
+            ObjectRepr::Raw { text, .. } => Some(&**text),
             ObjectRepr::Map(_) => None,
         }
     }
@@ -234,8 +245,8 @@ impl Object {
 
     /// The value for `key`.
     pub fn get(&self, key: &str) -> Option<&Json> {
-        if let ObjectRepr::Raw { text, keys, read } = &self.repr {
-            if !keys.may_contain(key) {
+        if let ObjectRepr::Raw { text, read } = &self.repr {
+            if !text.keys.may_contain(key) {
                 return None;
             }
             match read.get() {
@@ -288,8 +299,8 @@ impl Object {
     /// assert_eq!(attributes.get_cloned("objects"), None);
     /// ```
     pub fn get_cloned(&self, key: &str) -> Option<Json> {
-        if let ObjectRepr::Raw { text, keys, read } = &self.repr {
-            if !keys.may_contain(key) {
+        if let ObjectRepr::Raw { text, read } = &self.repr {
+            if !text.keys.may_contain(key) {
                 return None;
             }
             if read.get().is_none() {
@@ -322,8 +333,8 @@ impl Object {
     /// assert_eq!(json!({"a": "x\ny"}).as_object().unwrap().get_str("a"), Some("x\ny"));
     /// ```
     pub fn get_str(&self, key: &str) -> Option<&str> {
-        if let ObjectRepr::Raw { text, keys, read } = &self.repr {
-            if !keys.may_contain(key) {
+        if let ObjectRepr::Raw { text, read } = &self.repr {
+            if !text.keys.may_contain(key) {
                 return None;
             }
             match read.get() {
@@ -352,8 +363,8 @@ impl Object {
     /// takes a scan, where reading the entries would build them.
     fn raw_may_contain(&self, key: &str) -> bool {
         match &self.repr {
-            ObjectRepr::Raw { text, keys, read } if entries_read(read).is_none() => {
-                keys.may_contain(key) && super::parse::find_member(text, key).is_some()
+            ObjectRepr::Raw { text, read } if entries_read(read).is_none() => {
+                text.keys.may_contain(key) && super::parse::find_member(text, key).is_some()
             }
             _ => true,
         }
@@ -374,9 +385,9 @@ impl Object {
     where
         K: AsRef<str> + Into<String>,
     {
-        if let ObjectRepr::Raw { text, keys, read } = &mut self.repr {
+        if let ObjectRepr::Raw { text, read } = &mut self.repr {
             if spliceable(key.as_ref(), &value) {
-                return splice(text, keys, read, key, value);
+                return splice(text, read, key, value);
             }
         }
         self.map_mut().insert(key.into(), value)
@@ -438,15 +449,14 @@ fn spliceable(key: &str, value: &Json) -> bool {
 /// into the entries too when they were already read.
 #[inline(never)]
 fn splice<K: AsRef<str> + Into<String>>(
-    text: &mut Arc<str>,
-    keys: &mut KeyFilter,
+    text: &mut KeptText,
     read: &mut OnceLock<Box<Decoded>>,
     key: K,
     value: Json,
 ) -> Option<Json> {
     use super::write::WriteJson;
     let k = key.as_ref();
-    let found = if keys.may_contain(k) {
+    let found = if text.keys.may_contain(k) {
         super::parse::find_member(text, k).map(|m| (m.value.start, m.value.end))
     } else {
         None
@@ -480,8 +490,9 @@ fn splice<K: AsRef<str> + Into<String>>(
             (out, None)
         }
     };
+    let mut keys = text.keys;
     keys.add(KeyFilter::of(k.as_bytes()));
-    *text = Arc::from(spliced);
+    *text = KeptText::own_folded(Arc::from(spliced), keys);
     // What was read of the old text: the entries stay right once changed
     // too, a looked-up value may not.
     match read.take().and_then(|mut r| r.entries.take()) {
@@ -592,7 +603,7 @@ impl Clone for Object {
             ObjectRepr::Map(m) => Object {
                 repr: ObjectRepr::Map(m.clone()),
             },
-            ObjectRepr::Raw { text, keys, read } => clone_text(text, *keys, entries_read(read)),
+            ObjectRepr::Raw { text, read } => clone_text(text, entries_read(read)),
         }
     }
 }
@@ -601,11 +612,10 @@ impl Clone for Object {
 /// the change does not parse the text again. Kept out of line, so that it
 /// adds nothing to the frames of `clone_tree`.
 #[inline(never)]
-fn clone_text(text: &Arc<str>, keys: KeyFilter, entries: Option<&Map<Json>>) -> Object {
+fn clone_text(text: &KeptText, entries: Option<&Map<Json>>) -> Object {
     Object {
         repr: ObjectRepr::Raw {
-            text: Arc::clone(text),
-            keys,
+            text: text.clone(),
             read: entries.map_or_else(OnceLock::new, |m| {
                 OnceLock::from(Decoded::with_entries(m.clone()))
             }),
