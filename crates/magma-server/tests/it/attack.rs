@@ -529,11 +529,21 @@ fn huge_unusual_keys(mib: usize, escaped: bool) -> String {
     )
 }
 
+/// What the allocator keeps on top of what two requests at once cost, a
+/// fixed amount that weighs at the small size of a plain `cargo test`.
+/// With `--all-features` (as CI builds it) the server runs on mimalloc:
+/// at 2 x 2 MiB the repeated-key shape grew the peak by 29.5-35.5 MiB
+/// there, against 13.8-14.2 MiB on the system allocator, and a bound of 8
+/// times the bodies alone (32 MiB) failed 7 runs of 12. Built as trees,
+/// the same bodies take about 19 times themselves, 76 MiB, before any
+/// allocator keeps anything.
+const ALLOCATOR_KEEPS_KIB: u64 = 16 * 1024;
+
 /// Valid requests whose `memory` is one huge object with a repeated key,
 /// or with escaped keys, two at once, each shape against a server of its
 /// own: answered (the demo returns the memory) within the budget, and the
-/// peak grows by less than 8 times the bodies (the trees of these objects
-/// took about 19 times them).
+/// peak grows by less than 8 times the bodies plus what the allocator keeps
+/// (the trees of these objects took about 19 times them).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn huge_objects_with_repeated_or_escaped_keys_stay_within_the_budget() {
     let (mib, copies) = if full() { (16, 2) } else { (2, 2) };
@@ -554,7 +564,10 @@ async fn huge_objects_with_repeated_or_escaped_keys_stay_within_the_budget() {
         check(&mut server, &name, slowest, before);
         let grown = server.peak_rss_kib().saturating_sub(before);
         let bodies_kib = (copies * mib * 1024) as u64;
-        assert!(grown < 8 * bodies_kib, "{name}: peak grew by {grown} KiB");
+        assert!(
+            grown < 8 * bodies_kib + ALLOCATOR_KEEPS_KIB,
+            "{name}: peak grew by {grown} KiB"
+        );
         let now = settles(&mut server).await;
         assert!(now < 128 * 1024, "RSS {now} KiB after the attack");
     }
