@@ -41,6 +41,30 @@ pub(crate) fn number_end(src: &[u8], start: usize) -> Option<usize> {
     Some(i)
 }
 
+/// The character of a one-letter escape (`\n`, `\"`, ...) after its
+/// backslash; `None` for `u` and for what JSON does not allow. The parser
+/// and the normal-text writer (`normal.rs`) decode escapes alike.
+#[inline]
+pub(crate) fn short_escape(b: u8) -> Option<char> {
+    Some(match b {
+        b'"' => '"',
+        b'\\' => '\\',
+        b'/' => '/',
+        b'b' => '\u{8}',
+        b'f' => '\u{c}',
+        b'n' => '\n',
+        b'r' => '\r',
+        b't' => '\t',
+        _ => return None,
+    })
+}
+
+/// The character of the UTF-16 surrogate pair `hi`, `lo` (checked by the
+/// caller to be a high and a low surrogate).
+pub(crate) fn surrogate_pair(hi: u32, lo: u32) -> Option<char> {
+    char::from_u32(0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00))
+}
+
 /// `true` if `text` is exactly one JSON number lexeme.
 pub(crate) fn is_number_lexeme(text: &[u8]) -> bool {
     number_end(text, 0) == Some(text.len())

@@ -21,7 +21,9 @@
 
 use super::KeyFilter;
 use super::key_set::{KeySet, key_text, offsets_fit};
-use super::lex::{escaped_string_end, number_end, plain_run_end, ws_end};
+use super::lex::{
+    escaped_string_end, number_end, plain_run_end, short_escape, surrogate_pair, ws_end,
+};
 use super::parse::{Limits, skip_validated_value};
 use super::scan::{scan_number, scan_string};
 use super::write::push_escape;
@@ -478,14 +480,6 @@ fn unescape(src: &[u8], j: usize) -> Option<(char, usize)> {
             .try_fold(0u32, |v, &c| Some(v * 16 + (c as char).to_digit(16)?))
     };
     let c = match *src.get(j + 1)? {
-        b'"' => '"',
-        b'\\' => '\\',
-        b'/' => '/',
-        b'b' => '\u{8}',
-        b'f' => '\u{c}',
-        b'n' => '\n',
-        b'r' => '\r',
-        b't' => '\t',
         b'u' => {
             let v = hex(j + 2)?;
             if (0xD800..0xDC00).contains(&v) {
@@ -496,12 +490,11 @@ fn unescape(src: &[u8], j: usize) -> Option<(char, usize)> {
                 if !(0xDC00..0xE000).contains(&lo) {
                     return None;
                 }
-                let c = char::from_u32(0x10000 + ((v - 0xD800) << 10) + (lo - 0xDC00))?;
-                return Some((c, j + 12));
+                return Some((surrogate_pair(v, lo)?, j + 12));
             }
             return Some((char::from_u32(v)?, j + 6));
         }
-        _ => return None,
+        b => short_escape(b)?,
     };
     Some((c, j + 2))
 }

@@ -19,7 +19,10 @@ use std::fmt;
 
 use super::kept::{EXACT_FALLBACK_BYTES, KeptInputs};
 use super::key_set::{KeySet, count_distinct, keep_repeats, key_text, offsets_fit};
-use super::lex::{escaped_string_end, number_end, plain_run_end, plain_string, ws_end};
+use super::lex::{
+    escaped_string_end, number_end, plain_run_end, plain_string, short_escape, surrogate_pair,
+    ws_end,
+};
 use super::normal::normalize_free_object;
 use super::path::{Location, Segment};
 use super::scan::{ScanBuffers, scan_free_object};
@@ -1134,14 +1137,6 @@ impl Parser<'_> {
             .ok_or((at, "unterminated string"))?;
         self.pos += 2;
         let ch = match c {
-            b'"' => '"',
-            b'\\' => '\\',
-            b'/' => '/',
-            b'b' => '\u{8}',
-            b'f' => '\u{c}',
-            b'n' => '\n',
-            b'r' => '\r',
-            b't' => '\t',
             b'u' => {
                 let hi = self.hex4().ok_or((at, "invalid \\uXXXX escape"))?;
                 if (0xD800..0xDC00).contains(&hi) {
@@ -1152,8 +1147,7 @@ impl Parser<'_> {
                         self.pos += 2;
                         match self.hex4() {
                             Some(lo) if (0xDC00..0xE000).contains(&lo) => {
-                                let code = 0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00);
-                                char::from_u32(code).ok_or((at, "invalid surrogate pair"))?
+                                surrogate_pair(hi, lo).ok_or((at, "invalid surrogate pair"))?
                             }
                             _ => {
                                 self.pos = save;
@@ -1169,7 +1163,7 @@ impl Parser<'_> {
                     char::from_u32(hi).ok_or((at, "invalid \\uXXXX escape"))?
                 }
             }
-            _ => return Err((at, "invalid escape in a string")),
+            b => short_escape(b).ok_or((at, "invalid escape in a string"))?,
         };
         out.push(ch);
         Ok(())
