@@ -20,6 +20,18 @@
 //! the spread of its quotient to `inference` is the method's resolution,
 //! and a coaching/inference quotient within it is no gap.
 //!
+//! `--coaching without-decisions` parses, as the coaching request, the same
+//! 50 steps with every step's `output` `null`
+//! (`gen_like_coaching_request_without_decisions`): the difference between
+//! the two runs' coaching/inference figures is what the steps' decisions
+//! cost (docs/performance.md, run 20).
+//!
+//! Comparing two builds: where code lies moves the coaching/inference figure
+//! by up to 2% between builds of the same parse, which the control (the same
+//! code as `inference`) cannot show. Build both with
+//! `RUSTFLAGS="-C llvm-args=-align-all-functions=6 -C llvm-args=-align-all-nofallthru-blocks=5"`
+//! (docs/performance.md, run 20).
+//!
 //! `--profile NAME --count N` parses only variant `NAME` (`inference`,
 //! `inference-ignored`, `coaching`, `coaching-ignored`) `N` times and exits:
 //! for `valgrind` and `perf record` on the bench binary (instructions per
@@ -33,7 +45,9 @@ use std::time::Instant;
 
 use magma_protocol::AgentRequest;
 use magma_protocol::coaching::SpecializedCoachingRequest;
-use magma_testkit::fixtures::{bench_like_request, gen_like_coaching_request};
+use magma_testkit::fixtures::{
+    bench_like_request, gen_like_coaching_request, gen_like_coaching_request_without_decisions,
+};
 use rustix::time::{ClockId, clock_gettime};
 
 /// What one variant parses, and how.
@@ -65,9 +79,14 @@ const INF_IGNORED: usize = 2;
 const COACH: usize = 3;
 const COACH_IGNORED: usize = 4;
 
-fn variants() -> Vec<Variant> {
+fn variants(o: &Options) -> Vec<Variant> {
     let inference = bench_like_request(52).into_bytes();
-    let coaching = gen_like_coaching_request(50).into_bytes();
+    let coaching = if o.without_decisions {
+        gen_like_coaching_request_without_decisions(50)
+    } else {
+        gen_like_coaching_request(50)
+    }
+    .into_bytes();
     vec![
         Variant {
             name: "inference",
@@ -106,6 +125,8 @@ struct Options {
     batch: usize,
     profile: Option<String>,
     count: usize,
+    /// `--coaching without-decisions`: every step's `output` `null`.
+    without_decisions: bool,
 }
 
 fn options() -> Result<Options, String> {
@@ -115,6 +136,7 @@ fn options() -> Result<Options, String> {
         batch: 5,
         profile: None,
         count: 100,
+        without_decisions: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -131,6 +153,15 @@ fn options() -> Result<Options, String> {
             "--rounds" => o.rounds = number("--rounds")?,
             "--batch" => o.batch = number("--batch")?,
             "--count" => o.count = number("--count")?,
+            "--coaching" => match args.next().as_deref() {
+                Some("gen") => o.without_decisions = false,
+                Some("without-decisions") => o.without_decisions = true,
+                other => {
+                    return Err(format!(
+                        "--coaching: expected gen or without-decisions, got {other:?}"
+                    ));
+                }
+            },
             "--profile" => {
                 o.profile = Some(args.next().ok_or("--profile needs a variant name")?);
             }
@@ -240,12 +271,12 @@ fn main() {
         Err(e) => {
             eprintln!(
                 "parse_ratio: {e}\nusage: parse_ratio [--reps N] [--rounds N] [--batch N] \
-                 [--profile VARIANT --count N]"
+                 [--coaching gen|without-decisions] [--profile VARIANT --count N]"
             );
             std::process::exit(2);
         }
     };
-    let variants = variants();
+    let variants = variants(&o);
     for v in &variants {
         assert!((v.parse)(&v.body), "{} refuses its body", v.name);
     }
@@ -261,10 +292,15 @@ fn main() {
         return;
     }
     println!(
-        "bodies: inference {} bytes, coaching {} bytes; {} repetitions of {} rounds of \
+        "bodies: inference {} bytes, coaching {} bytes{}; {} repetitions of {} rounds of \
          batches of {} parses, order shuffled each round; load (1 min) {} at start",
         variants[INF].body.len(),
         variants[COACH].body.len(),
+        if o.without_decisions {
+            " (without decisions)"
+        } else {
+            ""
+        },
         o.reps,
         o.rounds,
         o.batch,

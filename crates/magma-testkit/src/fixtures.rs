@@ -74,6 +74,24 @@ pub fn gen_like_coaching_request(steps: usize) -> String {
     out
 }
 
+/// The decision every step of [`gen_like_coaching_request`] records.
+const GEN_DECISION: &str = r#""output":{"say":"","tool_calls":[{"name":"move_to","arguments":{"x":1.25,"y":-0.5},"target_robot_name":"panda"}]}"#;
+
+/// [`gen_like_coaching_request`] with every step's `output` `null` (a step
+/// whose agent decided nothing) and nothing else changed: what the steps'
+/// decisions cost a parser is the difference between the two
+/// (`cargo bench -p magma-rs-protocol --bench parse_ratio -- --coaching
+/// without-decisions`, `docs/performance.md`, run 20).
+pub fn gen_like_coaching_request_without_decisions(steps: usize) -> String {
+    let body = gen_like_coaching_request(steps);
+    assert_eq!(
+        body.matches(GEN_DECISION).count(),
+        steps,
+        "every step records GEN's decision"
+    );
+    body.replace(GEN_DECISION, r#""output":null"#)
+}
+
 /// The body `cargo xtask bench` posts to the servers: a BENCH-like request of
 /// `inputs` env inputs (the skill API as BENCH sends it, robots, a short
 /// history); 8 inputs make 6676 bytes.

@@ -317,7 +317,9 @@ mod tests {
 
     use super::*;
 
-    use magma_testkit::fixtures::{coaching_corpus, gen_like_coaching_request};
+    use magma_testkit::fixtures::{
+        coaching_corpus, gen_like_coaching_request, gen_like_coaching_request_without_decisions,
+    };
     include!("../../../../tests/support/corpus_docs.rs");
 
     /// The exact path, as `from_slice` runs it when this reader says `None`.
@@ -571,6 +573,15 @@ mod tests {
     #[test]
     fn the_benchmark_body_takes_the_direct_reader() {
         for steps in [1, 3, 50] {
+            // The bench's second body too: a step's `output` may be `null`.
+            let without = gen_like_coaching_request_without_decisions(steps);
+            assert_eq!(
+                check(without.as_bytes()),
+                Ok((true, true)),
+                "{steps} steps, no decisions"
+            );
+            let r = read(without.as_bytes()).expect("the direct reader");
+            assert!(r.trajectory.iter().all(|s| s.output.is_none()));
             let body = gen_like_coaching_request(steps);
             assert_eq!(check(body.as_bytes()), Ok((true, true)), "{steps} steps");
             let r = read(body.as_bytes()).expect("the direct reader");
