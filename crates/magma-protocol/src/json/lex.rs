@@ -59,6 +59,15 @@ pub(crate) fn short_escape(b: u8) -> Option<char> {
     })
 }
 
+/// The value of the four hex digits of a `\uXXXX` escape at `at` in `src`
+/// (after its `\u`); `None` unless all four are there and hex.
+#[inline]
+pub(crate) fn hex4(src: &[u8], at: usize) -> Option<u32> {
+    src.get(at..at.checked_add(4)?)?
+        .iter()
+        .try_fold(0u32, |v, &c| Some(v * 16 + (c as char).to_digit(16)?))
+}
+
 /// The character of the UTF-16 surrogate pair `hi`, `lo` (checked by the
 /// caller to be a high and a low surrogate).
 pub(crate) fn surrogate_pair(hi: u32, lo: u32) -> Option<char> {

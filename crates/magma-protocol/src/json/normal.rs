@@ -22,7 +22,7 @@
 use super::KeyFilter;
 use super::key_set::{KeySet, key_text, offsets_fit};
 use super::lex::{
-    escaped_string_end, number_end, plain_run_end, short_escape, surrogate_pair, ws_end,
+    escaped_string_end, hex4, number_end, plain_run_end, short_escape, surrogate_pair, ws_end,
 };
 use super::parse::{Limits, skip_validated_value};
 use super::scan::{scan_number, scan_string};
@@ -474,19 +474,14 @@ fn write_string(src: &[u8], text: &str, i: usize, out: &mut String) -> Option<us
 /// The character of the escape at `j` (a `\`) and where the text goes on;
 /// `None` for what the parser refuses (a lone surrogate among them).
 fn unescape(src: &[u8], j: usize) -> Option<(char, usize)> {
-    let hex = |at: usize| -> Option<u32> {
-        let d = src.get(at..at + 4)?;
-        d.iter()
-            .try_fold(0u32, |v, &c| Some(v * 16 + (c as char).to_digit(16)?))
-    };
     let c = match *src.get(j + 1)? {
         b'u' => {
-            let v = hex(j + 2)?;
+            let v = hex4(src, j + 2)?;
             if (0xD800..0xDC00).contains(&v) {
                 if src.get(j + 6..j + 8) != Some(b"\\u") {
                     return None;
                 }
-                let lo = hex(j + 8)?;
+                let lo = hex4(src, j + 8)?;
                 if !(0xDC00..0xE000).contains(&lo) {
                     return None;
                 }

@@ -20,8 +20,8 @@ use std::fmt;
 use super::kept::{EXACT_FALLBACK_BYTES, KeptInputs};
 use super::key_set::{KeySet, count_distinct, keep_repeats, key_text, offsets_fit};
 use super::lex::{
-    escaped_string_end, number_end, plain_run_end, plain_string, short_escape, surrogate_pair,
-    ws_end,
+    escaped_string_end, hex4, number_end, plain_run_end, plain_string, short_escape,
+    surrogate_pair, ws_end,
 };
 use super::normal::normalize_free_object;
 use super::path::{Location, Segment};
@@ -1170,11 +1170,7 @@ impl Parser<'_> {
     }
 
     fn hex4(&mut self) -> Option<u32> {
-        let digits = self.src.get(self.pos..self.pos + 4)?;
-        let mut v = 0u32;
-        for &d in digits {
-            v = v * 16 + (d as char).to_digit(16)?;
-        }
+        let v = hex4(self.src, self.pos)?;
         self.pos += 4;
         Some(v)
     }

@@ -5,7 +5,7 @@ use super::KeyFilter;
 use super::key_set::{KeySet, offsets_fit};
 #[cfg(doc)]
 use super::lex::number_end;
-use super::lex::{plain_run_end, ws_end};
+use super::lex::{hex4, plain_run_end, ws_end};
 use super::parse::Limits;
 
 /// Buffers reused across the free-form scans of one document.
@@ -319,17 +319,12 @@ pub(super) fn scan_string(src: &[u8], i: usize) -> Option<usize> {
             b'\\' => match *src.get(j + 1)? {
                 b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => j += 2,
                 b'u' => {
-                    let hex = |at: usize| -> Option<u32> {
-                        let d = src.get(at..at + 4)?;
-                        d.iter()
-                            .try_fold(0u32, |v, &c| Some(v * 16 + (c as char).to_digit(16)?))
-                    };
-                    let v = hex(j + 2)?;
+                    let v = hex4(src, j + 2)?;
                     if (0xD800..0xDC00).contains(&v) {
                         if src.get(j + 6..j + 8) != Some(b"\\u") {
                             return None;
                         }
-                        let lo = hex(j + 8)?;
+                        let lo = hex4(src, j + 8)?;
                         if !(0xDC00..0xE000).contains(&lo) {
                             return None;
                         }
