@@ -48,6 +48,12 @@ pub fn bench_like_input(i: usize) -> String {
 /// point at it and a `recovery` point with an explicit input; every field
 /// present, explicit nulls included, as GEN sends it (50 steps: 0.63 MB).
 pub fn gen_like_coaching_request(steps: usize) -> String {
+    coaching_request_deciding(steps, GEN_DECISION)
+}
+
+/// [`gen_like_coaching_request`] with `output` (a member, key and value)
+/// in every step.
+fn coaching_request_deciding(steps: usize, output: &str) -> String {
     use std::fmt::Write;
     let mut out = String::from(
         r#"{"run_id":"2026-02-22_20-02-08_handover","request_id":"ae5c812fe2994fc1abb51d18b559e8ca","kind":"failure","stage":{"id":2,"goal":"Hand the green sponge over to stretch.","hint":null},"active_errors":[{"code":"environment","description":"panda: move_to failed: path blocked","details":{"robot":"panda","attempts":2}}],"diagnosis":{"explanation":"The robot moved before the gripper was free.","expected_decision":"Release the cube, then move."},"target_step_id":"#,
@@ -60,7 +66,7 @@ pub fn gen_like_coaching_request(steps: usize) -> String {
         }
         let _ = write!(
             out,
-            r#"{{"id":{i},"input":{},"output":{{"say":"","tool_calls":[{{"name":"move_to","arguments":{{"x":1.25,"y":-0.5}},"target_robot_name":"panda"}}]}},"error":null,"internal_steps":[{{"id":"llm-{i}","component":"planner","origin":"model","full_prompt":"You control two robots. Answer with JSON: say and action.","input_elements":{{"turn":{i}}},"output_raw":"{{\"say\": \"\", \"action\": {{\"panda\": {{\"name\": \"move_to\", \"arguments\": {{\"x\": 1.25, \"y\": -0.5}}}}}}}}"}}],"execution":{{"diagnosable":true,"execution_results":[{{"robot":"panda","tool":"move_to","result":"FAILURE","error_flag":true,"message":"path blocked"}}],"input_type":"FEEDBACK","input_content":"panda: press_button succeed","answer":"","answer_data":{{"say":"","action":{{"panda":{{"name":"move_to"}}}}}}}}}}"#,
+            r#"{{"id":{i},"input":{},{output},"error":null,"internal_steps":[{{"id":"llm-{i}","component":"planner","origin":"model","full_prompt":"You control two robots. Answer with JSON: say and action.","input_elements":{{"turn":{i}}},"output_raw":"{{\"say\": \"\", \"action\": {{\"panda\": {{\"name\": \"move_to\", \"arguments\": {{\"x\": 1.25, \"y\": -0.5}}}}}}}}"}}],"execution":{{"diagnosable":true,"execution_results":[{{"robot":"panda","tool":"move_to","result":"FAILURE","error_flag":true,"message":"path blocked"}}],"input_type":"FEEDBACK","input_content":"panda: press_button succeed","answer":"","answer_data":{{"say":"","action":{{"panda":{{"name":"move_to"}}}}}}}}}}"#,
             bench_like_input(i)
         );
     }
@@ -83,13 +89,7 @@ const GEN_DECISION: &str = r#""output":{"say":"","tool_calls":[{"name":"move_to"
 /// (`cargo bench -p magma-rs-protocol --bench parse_ratio -- --coaching
 /// without-decisions`, `docs/performance.md`, run 20).
 pub fn gen_like_coaching_request_without_decisions(steps: usize) -> String {
-    let body = gen_like_coaching_request(steps);
-    assert_eq!(
-        body.matches(GEN_DECISION).count(),
-        steps,
-        "every step records GEN's decision"
-    );
-    body.replace(GEN_DECISION, r#""output":null"#)
+    coaching_request_deciding(steps, r#""output":null"#)
 }
 
 /// The body `cargo xtask bench` posts to the servers: a BENCH-like request of
