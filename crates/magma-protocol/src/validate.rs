@@ -731,49 +731,147 @@ impl Fields {
 /// A string with at least one character (pydantic `min_length=1`).
 ///
 /// `" "` is valid: the reference counts characters, it does not trim.
-#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct NonEmptyString(pub(crate) String);
+///
+/// A short string read straight from a document (a tool's or a robot's
+/// name, up to 15 bytes) is held in the value itself, without an
+/// allocation of its own: each decision of a GEN trajectory holds two such
+/// names, and their allocations were about half of what the decisions
+/// cost the coaching request's parse (`docs/performance.md`, run 21).
+/// Which way a string is held never shows: equality, order, hashing,
+/// `Debug`, `Display` and the JSON written are those of the text.
+#[derive(Clone)]
+pub struct NonEmptyString(Repr);
+
+/// How a [`NonEmptyString`] holds its text.
+#[derive(Clone)]
+enum Repr {
+    /// At most [`INLINE`] bytes of UTF-8, checked when made: `bytes[..len]`.
+    Inline { len: u8, bytes: [u8; INLINE] },
+    /// Any length.
+    Heap(String),
+}
+
+/// The longest text held inline: the most that keeps a [`NonEmptyString`]
+/// (and an `Option` of one) the size of a `String`.
+const INLINE: usize = 15;
 
 impl NonEmptyString {
     /// `None` for the empty string.
     pub fn new(s: impl Into<String>) -> Option<Self> {
         let s = s.into();
-        (!s.is_empty()).then_some(NonEmptyString(s))
+        (!s.is_empty()).then_some(NonEmptyString(Repr::Heap(s)))
+    }
+
+    /// A copy of `s`, `None` when it is empty; held inline when it is
+    /// short enough.
+    pub(crate) fn copied(s: &str) -> Option<Self> {
+        if s.is_empty() {
+            return None;
+        }
+        let text = s.as_bytes();
+        let repr = match u8::try_from(text.len()) {
+            Ok(len) if text.len() <= INLINE => {
+                let mut bytes = [0; INLINE];
+                bytes.get_mut(..text.len())?.copy_from_slice(text);
+                Repr::Inline { len, bytes }
+            }
+            _ => Repr::Heap(s.to_owned()),
+        };
+        Some(NonEmptyString(repr))
+    }
+
+    /// `text` (`None` when empty), copied when borrowed (held inline when
+    /// short), taken when owned.
+    pub(crate) fn from_text(text: std::borrow::Cow<'_, str>) -> Option<Self> {
+        match text {
+            std::borrow::Cow::Borrowed(s) => NonEmptyString::copied(s),
+            std::borrow::Cow::Owned(s) => NonEmptyString::new(s),
+        }
+    }
+
+    /// `s`, or `fallback` (not empty) when `s` is empty.
+    pub(crate) fn new_or(s: impl Into<String>, fallback: &'static str) -> Self {
+        let s = s.into();
+        debug_assert!(!fallback.is_empty());
+        NonEmptyString(Repr::Heap(if s.is_empty() {
+            fallback.to_owned()
+        } else {
+            s
+        }))
     }
 
     /// The string.
     pub fn as_str(&self) -> &str {
-        &self.0
+        match &self.0 {
+            // Valid UTF-8 of that length by construction (`copied`), so
+            // neither check can fail; the workspace forbids `unsafe`, and
+            // checking at most 15 bytes is cheap.
+            Repr::Inline { len, bytes } => bytes
+                .get(..usize::from(*len))
+                .and_then(|b| std::str::from_utf8(b).ok())
+                .unwrap_or_default(),
+            Repr::Heap(s) => s,
+        }
     }
 
     /// The owned string.
     pub fn into_string(self) -> String {
-        self.0
+        match self.0 {
+            Repr::Inline { .. } => self.as_str().to_owned(),
+            Repr::Heap(s) => s,
+        }
     }
 }
 
 impl Deref for NonEmptyString {
     type Target = str;
     fn deref(&self) -> &str {
-        &self.0
+        self.as_str()
     }
 }
 
 impl AsRef<str> for NonEmptyString {
     fn as_ref(&self) -> &str {
-        &self.0
+        self.as_str()
+    }
+}
+
+impl PartialEq for NonEmptyString {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl Eq for NonEmptyString {}
+
+impl PartialOrd for NonEmptyString {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for NonEmptyString {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.as_str().cmp(other.as_str())
+    }
+}
+
+impl std::hash::Hash for NonEmptyString {
+    /// As the text's (and so as a `String`'s) hash.
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.as_str().hash(state);
     }
 }
 
 impl PartialEq<str> for NonEmptyString {
     fn eq(&self, other: &str) -> bool {
-        self.0 == other
+        self.as_str() == other
     }
 }
 
 impl PartialEq<&str> for NonEmptyString {
     fn eq(&self, other: &&str) -> bool {
-        self.0 == *other
+        self.as_str() == *other
     }
 }
 
@@ -787,25 +885,25 @@ impl TryFrom<String> for NonEmptyString {
 impl TryFrom<&str> for NonEmptyString {
     type Error = EmptyStringError;
     fn try_from(s: &str) -> Result<Self, Self::Error> {
-        NonEmptyString::new(s).ok_or(EmptyStringError)
+        NonEmptyString::copied(s).ok_or(EmptyStringError)
     }
 }
 
 impl From<NonEmptyString> for String {
     fn from(s: NonEmptyString) -> String {
-        s.0
+        s.into_string()
     }
 }
 
 impl fmt::Debug for NonEmptyString {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(&self.0, f)
+        fmt::Debug::fmt(self.as_str(), f)
     }
 }
 
 impl fmt::Display for NonEmptyString {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(self.as_str())
     }
 }
 
@@ -883,5 +981,85 @@ impl DuplicateKeys {
     /// `true` when no key repeats.
     pub fn is_empty(&self) -> bool {
         self.locations.is_empty()
+    }
+}
+
+#[cfg(test)]
+impl NonEmptyString {
+    /// Whether the text is held inline (no allocation of its own).
+    pub(crate) fn is_inline(&self) -> bool {
+        matches!(self.0, Repr::Inline { .. })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::hash_map::DefaultHasher;
+    use std::hash::{Hash, Hasher};
+
+    use super::NonEmptyString;
+
+    fn hash(v: &impl Hash) -> u64 {
+        let mut h = DefaultHasher::new();
+        v.hash(&mut h);
+        h.finish()
+    }
+
+    /// Texts around the inline limit, multi-byte characters across it
+    /// included: `copied` holds the short ones inline, `new` never does,
+    /// and nothing that can be observed tells the two apart.
+    #[test]
+    fn inline_and_heap_strings_are_the_same_value() {
+        let texts = [
+            "a",
+            "panda",
+            "move_to",
+            "fifteen_bytes__",
+            "sixteen_bytes___",
+            "éééééé\u{1F916}",              // 16 bytes: on the heap
+            "ééééééé",                      // 14 bytes: inline
+            "\u{1F916}\u{1F916}\u{1F916}x", // 13 bytes, four-byte characters
+            " ",
+            "a\"quote\\and\u{0}nul",
+            "cancel_current_action",
+        ];
+        for t in texts {
+            let inline = NonEmptyString::copied(t).unwrap();
+            let heap = NonEmptyString::new(t).unwrap();
+            assert_eq!(inline.is_inline(), t.len() <= 15, "{t:?}");
+            assert!(!heap.is_inline());
+            assert_eq!(inline.as_str(), t);
+            assert_eq!(&*inline, t);
+            assert_eq!(inline, heap);
+            assert_eq!(inline, t);
+            assert_eq!(hash(&inline), hash(&heap));
+            assert_eq!(hash(&inline), hash(&t.to_owned()));
+            assert_eq!(format!("{inline:?}"), format!("{t:?}"));
+            assert_eq!(inline.to_string(), t);
+            assert_eq!(
+                serde_json::to_string(&inline).unwrap(),
+                serde_json::to_string(t).unwrap()
+            );
+            assert_eq!(inline.clone().into_string(), t);
+            assert_eq!(String::from(inline.clone()), t);
+            assert_eq!(NonEmptyString::try_from(t).unwrap(), heap);
+            for other in texts {
+                let o = NonEmptyString::copied(other).unwrap();
+                assert_eq!(inline.cmp(&o), t.cmp(other), "{t:?} against {other:?}");
+                assert_eq!(inline == o, t == other);
+            }
+        }
+        assert!(NonEmptyString::copied("").is_none());
+        assert!(NonEmptyString::new("").is_none());
+        assert_eq!(NonEmptyString::new_or("", "error"), "error");
+        assert_eq!(NonEmptyString::new_or("x", "error"), "x");
+    }
+
+    /// Held inline or not, a `NonEmptyString` (and an `Option` of one)
+    /// stays the size of a `String`.
+    #[test]
+    fn a_non_empty_string_is_the_size_of_a_string() {
+        assert_eq!(size_of::<NonEmptyString>(), size_of::<String>());
+        assert_eq!(size_of::<Option<NonEmptyString>>(), size_of::<String>());
     }
 }

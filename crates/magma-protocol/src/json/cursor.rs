@@ -13,6 +13,7 @@ use super::lex::{number_end, ws_end};
 use super::parse::{Limits, Parser};
 use super::scan::{ScanBuffers, scan_free_object};
 use super::shared_text::TextChunks;
+use std::borrow::Cow;
 
 thread_local! {
     /// The scan buffers of the last document read on this thread: a server
@@ -167,6 +168,22 @@ impl<'a> Cursor<'a> {
             return None;
         }
         self.p.string().ok()
+    }
+
+    /// A string: borrowed from the document when it holds no escape (its
+    /// text is then what the parser decodes), decoded by the parser
+    /// otherwise. For values that keep short text without allocating
+    /// (`NonEmptyString`).
+    #[inline]
+    pub(crate) fn text(&mut self) -> Option<Cow<'a, str>> {
+        self.skip_ws();
+        if self.peek() != Some(b'"') {
+            return None;
+        }
+        match self.p.plain_string() {
+            Some(text) => Some(Cow::Borrowed(text)),
+            None => self.p.string().ok().map(Cow::Owned),
+        }
     }
 
     /// A string that is one of `names`; returns its index. Plain spellings

@@ -658,7 +658,7 @@ fn is_scalar(v: &Json) -> bool {
     )
 }
 
-impl Parser<'_> {
+impl<'a> Parser<'a> {
     pub(crate) fn peek(&self) -> Option<u8> {
         self.src.get(self.pos).copied()
     }
@@ -1092,6 +1092,21 @@ impl Parser<'_> {
     }
 
     /// A string starting at the opening quote.
+    /// At a string's opening quote: the string when it holds no escape
+    /// (its text is then exactly what [`Parser::string`] decodes), the
+    /// parser past it; `None`, the parser where it was, otherwise.
+    #[inline]
+    pub(crate) fn plain_string(&mut self) -> Option<&'a str> {
+        let start = self.pos + 1;
+        let end = plain_run_end(self.src, start);
+        if self.src.get(end) != Some(&b'"') {
+            return None;
+        }
+        let text = self.text.get(start..end)?;
+        self.pos = end + 1;
+        Some(text)
+    }
+
     pub(crate) fn string(&mut self) -> PResult<String> {
         let open = self.pos;
         self.pos += 1;

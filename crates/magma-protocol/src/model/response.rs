@@ -131,10 +131,9 @@ impl AgentError {
     /// An error; an empty `code` or `message` is replaced by `"error"` so the
     /// value stays valid.
     pub fn new(code: impl Into<String>, message: impl Into<String>) -> Self {
-        let fallback = || NonEmptyString("error".to_owned());
         AgentError {
-            code: NonEmptyString::new(code).unwrap_or_else(fallback),
-            message: NonEmptyString::new(message).unwrap_or_else(fallback),
+            code: NonEmptyString::new_or(code, "error"),
+            message: NonEmptyString::new_or(message, "error"),
             component: None,
         }
     }

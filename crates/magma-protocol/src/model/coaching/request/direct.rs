@@ -98,7 +98,7 @@ fn int64(c: &mut Cursor<'_>) -> Option<i64> {
 }
 
 fn non_empty(c: &mut Cursor<'_>) -> Option<NonEmptyString> {
-    NonEmptyString::new(c.string()?)
+    NonEmptyString::from_text(c.text()?)
 }
 
 fn stage(c: &mut Cursor<'_>) -> Option<CoachingStage> {
@@ -592,6 +592,14 @@ mod tests {
                 kept > 10 * steps,
                 "{steps} steps: {kept} kept, {empty} trees"
             );
+            // GEN's tool and robot names are held without an allocation of
+            // their own (docs/performance.md, run 21).
+            for step in &r.trajectory {
+                let output = step.output.as_ref().expect("GEN's decision");
+                for call in &output.tool_calls {
+                    assert!(call.name.is_inline() && call.target_robot_name.is_inline());
+                }
+            }
         }
     }
 }
