@@ -10,6 +10,7 @@
 //! describe their fields with the pieces here (strict scalars, lists, model
 //! objects, free-form objects).
 
+use std::borrow::Cow;
 use std::fmt;
 use std::num::NonZeroU64;
 use std::ops::Deref;
@@ -782,10 +783,10 @@ impl NonEmptyString {
 
     /// `text` (`None` when empty), copied when borrowed (held inline when
     /// short), taken when owned.
-    pub(crate) fn from_text(text: std::borrow::Cow<'_, str>) -> Option<Self> {
+    pub(crate) fn from_text(text: Cow<'_, str>) -> Option<Self> {
         match text {
-            std::borrow::Cow::Borrowed(s) => NonEmptyString::copied(s),
-            std::borrow::Cow::Owned(s) => NonEmptyString::new(s),
+            Cow::Borrowed(s) => NonEmptyString::copied(s),
+            Cow::Owned(s) => NonEmptyString::new(s),
         }
     }
 

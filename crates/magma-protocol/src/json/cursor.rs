@@ -163,27 +163,19 @@ impl<'a> Cursor<'a> {
     /// A string, decoded by the parser.
     #[inline]
     pub(crate) fn string(&mut self) -> Option<String> {
-        self.skip_ws();
-        if self.peek() != Some(b'"') {
-            return None;
-        }
-        self.p.string().ok()
+        self.string_cow().map(Cow::into_owned)
     }
 
-    /// A string: borrowed from the document when it holds no escape (its
-    /// text is then what the parser decodes), decoded by the parser
-    /// otherwise. For values that keep short text without allocating
-    /// (`NonEmptyString`).
+    /// A string: borrowed from the document when it holds no escape,
+    /// decoded by the parser otherwise. For values that keep short text
+    /// without allocating (`NonEmptyString`).
     #[inline]
-    pub(crate) fn text(&mut self) -> Option<Cow<'a, str>> {
+    pub(crate) fn string_cow(&mut self) -> Option<Cow<'a, str>> {
         self.skip_ws();
         if self.peek() != Some(b'"') {
             return None;
         }
-        match self.p.plain_string() {
-            Some(text) => Some(Cow::Borrowed(text)),
-            None => self.p.string().ok().map(Cow::Owned),
-        }
+        self.p.string_cow().ok()
     }
 
     /// A string that is one of `names`; returns its index. Plain spellings

@@ -1091,23 +1091,15 @@ impl<'a> Parser<'a> {
         }
     }
 
-    /// A string starting at the opening quote.
-    /// At a string's opening quote: the string when it holds no escape
-    /// (its text is then exactly what [`Parser::string`] decodes), the
-    /// parser past it; `None`, the parser where it was, otherwise.
-    #[inline]
-    pub(crate) fn plain_string(&mut self) -> Option<&'a str> {
-        let start = self.pos + 1;
-        let end = plain_run_end(self.src, start);
-        if self.src.get(end) != Some(&b'"') {
-            return None;
-        }
-        let text = self.text.get(start..end)?;
-        self.pos = end + 1;
-        Some(text)
+    /// A string starting at the opening quote, owned.
+    pub(crate) fn string(&mut self) -> PResult<String> {
+        self.string_cow().map(Cow::into_owned)
     }
 
-    pub(crate) fn string(&mut self) -> PResult<String> {
+    /// A string starting at the opening quote: borrowed from the document
+    /// when it holds no escape (it reads as it is written), decoded
+    /// otherwise.
+    pub(crate) fn string_cow(&mut self) -> PResult<Cow<'a, str>> {
         let open = self.pos;
         self.pos += 1;
         let start = self.pos;
@@ -1116,9 +1108,9 @@ impl<'a> Parser<'a> {
         match self.peek() {
             None => return Err((open, "unterminated string")),
             Some(b'"') => {
-                let s = self.text[start..self.pos].to_owned();
+                let s = &self.text[start..self.pos];
                 self.pos += 1;
-                return Ok(s);
+                return Ok(Cow::Borrowed(s));
             }
             Some(b'\\') => {}
             Some(_) => return Err((self.pos, "raw control character in a string")),
@@ -1135,7 +1127,7 @@ impl<'a> Parser<'a> {
                 None => return Err((open, "unterminated string")),
                 Some(b'"') => {
                     self.pos += 1;
-                    return Ok(out);
+                    return Ok(Cow::Owned(out));
                 }
                 Some(b'\\') => self.escape(&mut out)?,
                 Some(_) => return Err((self.pos, "raw control character in a string")),

@@ -166,7 +166,7 @@ fn request(c: &mut Cursor<'_>) -> Option<AgentRequest> {
     let mut inputs = None;
     c.object(ROOT_FIELDS, |c, i| {
         if i == 0 {
-            request_id = Some(NonEmptyString::from_text(c.text()?)?);
+            request_id = Some(NonEmptyString::from_text(c.string_cow()?)?);
         } else {
             let mut list = Vec::new();
             c.array(|c| {

@@ -98,7 +98,7 @@ fn int64(c: &mut Cursor<'_>) -> Option<i64> {
 }
 
 fn non_empty(c: &mut Cursor<'_>) -> Option<NonEmptyString> {
-    NonEmptyString::from_text(c.text()?)
+    NonEmptyString::from_text(c.string_cow()?)
 }
 
 fn stage(c: &mut Cursor<'_>) -> Option<CoachingStage> {
