@@ -168,8 +168,10 @@ impl<'a> Cursor<'a> {
 
     /// A string: borrowed from the document when it holds no escape,
     /// decoded by the parser otherwise. For values that keep short text
-    /// without allocating (`NonEmptyString`).
-    #[inline]
+    /// without allocating (`NonEmptyString`). Always inlined, as the
+    /// parser's fast path is: a string handed back through memory cost
+    /// each name of a GEN decision a wait (`docs/performance.md`, run 22).
+    #[inline(always)]
     pub(crate) fn string_cow(&mut self) -> Option<Cow<'a, str>> {
         self.skip_ws();
         if self.peek() != Some(b'"') {
@@ -230,8 +232,10 @@ impl<'a> Cursor<'a> {
     }
 
     /// A free-form object that the parser would keep as validated text at
-    /// this position (`depth_before` open containers).
-    #[inline]
+    /// this position (`depth_before` open containers). Always inlined: the
+    /// object it returns is then built where the caller keeps it, not
+    /// written to memory and copied at once (run 22).
+    #[inline(always)]
     pub(crate) fn free_object(&mut self, depth_before: usize) -> Option<Object> {
         self.skip_ws();
         if self.peek() != Some(b'{') {

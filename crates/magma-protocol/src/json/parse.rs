@@ -1099,19 +1099,31 @@ impl<'a> Parser<'a> {
     /// A string starting at the opening quote: borrowed from the document
     /// when it holds no escape (it reads as it is written), decoded
     /// otherwise.
+    ///
+    /// Inlined: most strings hold no escape, and a borrowed string handed
+    /// back in registers is not written to memory and read back by the
+    /// caller; the rest is [`Parser::escaped_string`].
+    #[inline(always)]
     pub(crate) fn string_cow(&mut self) -> PResult<Cow<'a, str>> {
         let open = self.pos;
         self.pos += 1;
         let start = self.pos;
-        // Fast path: no escapes.
         self.pos = plain_run_end(self.src, self.pos);
+        if self.peek() == Some(b'"') {
+            let s = &self.text[start..self.pos];
+            self.pos += 1;
+            return Ok(Cow::Borrowed(s));
+        }
+        self.escaped_string(open, start).map(Cow::Owned)
+    }
+
+    /// The rest of [`Parser::string_cow`] for a string opened at `open`
+    /// whose text from `start` stops before its closing quote: at an
+    /// escape, at a control character or at the end of the document.
+    #[inline(never)]
+    fn escaped_string(&mut self, open: usize, start: usize) -> PResult<String> {
         match self.peek() {
             None => return Err((open, "unterminated string")),
-            Some(b'"') => {
-                let s = &self.text[start..self.pos];
-                self.pos += 1;
-                return Ok(Cow::Borrowed(s));
-            }
             Some(b'\\') => {}
             Some(_) => return Err((self.pos, "raw control character in a string")),
         }
@@ -1127,7 +1139,7 @@ impl<'a> Parser<'a> {
                 None => return Err((open, "unterminated string")),
                 Some(b'"') => {
                     self.pos += 1;
-                    return Ok(Cow::Owned(out));
+                    return Ok(out);
                 }
                 Some(b'\\') => self.escape(&mut out)?,
                 Some(_) => return Err((self.pos, "raw control character in a string")),

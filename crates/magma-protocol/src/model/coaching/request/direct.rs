@@ -97,6 +97,7 @@ fn int64(c: &mut Cursor<'_>) -> Option<i64> {
     c.integer()?.parse::<i64>().ok()
 }
 
+#[inline(always)]
 fn non_empty(c: &mut Cursor<'_>) -> Option<NonEmptyString> {
     NonEmptyString::from_text(c.string_cow()?)
 }
