@@ -4,8 +4,6 @@
 //! `input_step_id`s) and the writer. The direct reader of the usual valid
 //! request is `request/direct.rs`.
 
-use std::collections::HashSet;
-
 use crate::error::{Error, ErrorKind, Issue};
 use crate::json::write::{write_i64, write_str};
 use crate::json::{Json, Location, Object, Segment, Shape, WriteJson, to_value};
@@ -325,22 +323,35 @@ fn rules_issue(req: &SpecializedCoachingRequest) -> Option<Issue> {
     )
 }
 
+/// What `validate_references` refuses, checked in its order: repeated step
+/// or point ids, a target step not in the trajectory, a point's
+/// `input_step_id` not in it.
+///
+/// The ids are sorted rather than hashed: a trajectory holds tens of steps,
+/// and std's `HashSet` (SipHash, a random state made per set) cost a
+/// GEN-sized request 0.3% of its parse (`docs/performance.md`, run 22).
 fn rules_problem(req: &SpecializedCoachingRequest) -> Option<&'static str> {
-    let mut ids = HashSet::with_capacity(req.trajectory.len());
-    let steps_unique = req.trajectory.iter().all(|s| ids.insert(s.id));
-    let mut points = HashSet::with_capacity(req.reinjection_points.len());
-    let points_unique = req.reinjection_points.iter().all(|p| points.insert(p.id()));
-    if !steps_unique || !points_unique {
+    let mut ids: Vec<i64> = req.trajectory.iter().map(|s| s.id).collect();
+    ids.sort_unstable();
+    let mut points: Vec<&str> = req.reinjection_points.iter().map(|p| p.id()).collect();
+    points.sort_unstable();
+    if has_repeats(&ids) || has_repeats(&points) {
         return Some("Step and reinjection point ids must be unique");
     }
-    if !ids.contains(&req.target_step_id) {
+    let known = |id: &i64| ids.binary_search(id).is_ok();
+    if !known(&req.target_step_id) {
         return Some("Target step is absent from trajectory");
     }
     let unknown = req
         .reinjection_points
         .iter()
-        .any(|p| p.input_step_id().is_some_and(|id| !ids.contains(&id)));
+        .any(|p| p.input_step_id().is_some_and(|id| !known(&id)));
     unknown.then_some("Unknown reinjection input reference")
+}
+
+/// `true` when two neighbours of `sorted` are equal.
+fn has_repeats<T: PartialEq>(sorted: &[T]) -> bool {
+    sorted.windows(2).any(|w| w.first() == w.get(1))
 }
 
 // ---------------------------------------------------------------------------
