@@ -51,6 +51,16 @@ impl<'a> Cursor<'a> {
         })
     }
 
+    /// How far into the document the cursor is, in bytes.
+    pub(crate) fn position(&self) -> usize {
+        self.p.pos()
+    }
+
+    /// How many bytes of the document are left to read.
+    pub(crate) fn remaining(&self) -> usize {
+        self.src.len().saturating_sub(self.p.pos())
+    }
+
     /// `true` when only whitespace is left.
     pub(crate) fn at_end(&mut self) -> bool {
         self.skip_ws();
