@@ -766,8 +766,8 @@ const INLINE: usize = 15;
 /// and the copies of the new value that a reader makes right after (into
 /// its option, its struct, its vector) then had to wait for each of them:
 /// a load that spans several pending stores cannot take its bytes from
-/// them. Written at once, the string costs a decision a fifth less
-/// (`docs/performance.md`, run 22).
+/// them. Written at once, a GEN decision (two such names) reads 11-16%
+/// faster (`docs/performance.md`, run 22).
 #[inline(always)]
 fn packed(text: &[u8]) -> Option<[u8; INLINE + 1]> {
     let n = text.len();

@@ -284,7 +284,7 @@ const STEPS_RESERVED_AT_MOST: usize = 1024;
 /// step for as many more as the rest of the document would hold steps of
 /// its size. A GEN trajectory's steps are alike, and a vector of steps of
 /// 384 bytes grown by doubling copied most of them once more: sized at
-/// once, a 50-step request parses 0.3% faster (`docs/performance.md`,
+/// once, a 50-step request parses about 0.4% faster (`docs/performance.md`,
 /// run 22). At most [`STEPS_RESERVED_AT_MOST`], however small the first
 /// step.
 fn trajectory_steps(c: &mut Cursor<'_>) -> Option<Vec<CoachingStep>> {
