@@ -32,6 +32,15 @@
 //! `RUSTFLAGS="-C llvm-args=-align-all-functions=6 -C llvm-args=-align-all-nofallthru-blocks=5"`
 //! (docs/performance.md, run 20).
 //!
+//! `--decisions` measures what one GEN decision costs instead, in
+//! nanoseconds of thread CPU time, for magma-protocol and for `IgnoredAny`:
+//! `decision_dense_coaching_request` with and without decisions (1,000
+//! steps around the smallest input), each parsed both ways in the same
+//! shuffled rounds; a decision's cost is the difference of the two bodies'
+//! medians over 1,000 (docs/performance.md, run 22); run it with
+//! `--rounds 200`, at 40 a repetition's figure moves by 10%. Its variants, for
+//! `--profile`: `dense`, `dense-null`, `dense-ignored`, `dense-null-ignored`.
+//!
 //! `--profile NAME --count N` parses only variant `NAME` (`inference`,
 //! `inference-ignored`, `coaching`, `coaching-ignored`) `N` times and exits:
 //! for `valgrind` and `perf record` on the bench binary (instructions per
@@ -46,7 +55,8 @@ use std::time::Instant;
 use magma_protocol::AgentRequest;
 use magma_protocol::coaching::SpecializedCoachingRequest;
 use magma_testkit::fixtures::{
-    bench_like_request, gen_like_coaching_request, gen_like_coaching_request_without_decisions,
+    bench_like_request, decision_dense_coaching_request, gen_like_coaching_request,
+    gen_like_coaching_request_without_decisions,
 };
 use rustix::time::{ClockId, clock_gettime};
 
@@ -118,6 +128,85 @@ fn variants(o: &Options) -> Vec<Variant> {
     ]
 }
 
+/// Steps of the `--decisions` bodies.
+const DENSE_STEPS: usize = 1000;
+
+/// The variants of `--decisions`: the dense body with and without
+/// decisions, each with magma-protocol and with `IgnoredAny`, in this order.
+fn dense_variants() -> Vec<Variant> {
+    let with = decision_dense_coaching_request(DENSE_STEPS, true).into_bytes();
+    let without = decision_dense_coaching_request(DENSE_STEPS, false).into_bytes();
+    vec![
+        Variant {
+            name: "dense",
+            body: with.clone(),
+            parse: parse_coaching,
+        },
+        Variant {
+            name: "dense-null",
+            body: without.clone(),
+            parse: parse_coaching,
+        },
+        Variant {
+            name: "dense-ignored",
+            body: with,
+            parse: parse_ignored,
+        },
+        Variant {
+            name: "dense-null-ignored",
+            body: without,
+            parse: parse_ignored,
+        },
+    ]
+}
+
+/// `--decisions`: per repetition, what a decision costs magma-protocol and
+/// `IgnoredAny` (ns of thread CPU time) and their quotient.
+fn decision_costs(variants: &[Variant], o: &Options) {
+    println!(
+        "bodies: {DENSE_STEPS} steps around the smallest input, {} bytes with decisions, {} \
+         without; {} repetitions of {} rounds of batches of {} parses, order shuffled each \
+         round; load (1 min) {} at start",
+        variants[0].body.len(),
+        variants[1].body.len(),
+        o.reps,
+        o.rounds,
+        o.batch,
+        load()
+    );
+    for v in variants {
+        for _ in 0..o.batch * 4 {
+            black_box((v.parse)(&v.body));
+        }
+    }
+    println!("\nns per decision (CPU): magma-protocol, IgnoredAny, quotient");
+    let mut costs = Vec::with_capacity(o.reps);
+    let mut shuffle = Shuffle(0x9E37_79B9_7F4A_7C15);
+    for rep in 1..=o.reps {
+        let t = repetition(variants, o, &mut shuffle).cpu;
+        let ours = (t[0] - t[1]) / DENSE_STEPS as f64;
+        let ignored = (t[2] - t[3]) / DENSE_STEPS as f64;
+        println!(
+            "{rep:>3}  {ours:7.1} {ignored:7.1} {:6.3}  {}",
+            ours / ignored,
+            load()
+        );
+        costs.push([ours, ignored, ours / ignored]);
+    }
+    println!(
+        "\nmedian (range) over {} repetitions; load (1 min) {} at end",
+        o.reps,
+        load()
+    );
+    for (j, name) in ["magma-protocol", "IgnoredAny", "quotient"]
+        .iter()
+        .enumerate()
+    {
+        let v: Vec<f64> = costs.iter().map(|c| c[j]).collect();
+        println!("{name:>14}: {}", summary(&v));
+    }
+}
+
 /// The options, from the command line (`cargo bench` adds `--bench`).
 struct Options {
     reps: usize,
@@ -127,6 +216,8 @@ struct Options {
     count: usize,
     /// `--coaching without-decisions`: every step's `output` `null`.
     without_decisions: bool,
+    /// `--decisions`: what one decision costs (see the module's doc).
+    decisions: bool,
 }
 
 fn options() -> Result<Options, String> {
@@ -137,6 +228,7 @@ fn options() -> Result<Options, String> {
         profile: None,
         count: 100,
         without_decisions: false,
+        decisions: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -149,6 +241,7 @@ fn options() -> Result<Options, String> {
         };
         match arg.as_str() {
             "--bench" => {}
+            "--decisions" => o.decisions = true,
             "--reps" => o.reps = number("--reps")?,
             "--rounds" => o.rounds = number("--rounds")?,
             "--batch" => o.batch = number("--batch")?,
@@ -271,12 +364,16 @@ fn main() {
         Err(e) => {
             eprintln!(
                 "parse_ratio: {e}\nusage: parse_ratio [--reps N] [--rounds N] [--batch N] \
-                 [--coaching gen|without-decisions] [--profile VARIANT --count N]"
+                 [--coaching gen|without-decisions] [--decisions] [--profile VARIANT --count N]"
             );
             std::process::exit(2);
         }
     };
-    let variants = variants(&o);
+    let variants = if o.decisions {
+        dense_variants()
+    } else {
+        variants(&o)
+    };
     for v in &variants {
         assert!((v.parse)(&v.body), "{} refuses its body", v.name);
     }
@@ -289,6 +386,10 @@ fn main() {
         for _ in 0..o.count {
             black_box((v.parse)(&v.body));
         }
+        return;
+    }
+    if o.decisions {
+        decision_costs(&variants, &o);
         return;
     }
     println!(

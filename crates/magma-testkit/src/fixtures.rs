@@ -92,6 +92,39 @@ pub fn gen_like_coaching_request_without_decisions(steps: usize) -> String {
     coaching_request_deciding(steps, r#""output":null"#)
 }
 
+/// A coaching request that is mostly decisions: `steps` steps, each with
+/// the smallest input there is (a user instruction `"Hi"`), no internal
+/// steps, an empty `execution` and GEN's decision, or `output: null` when
+/// `decisions` is false. The two bodies differ only in the decisions, so
+/// what one decision costs a parser is the difference of their parses over
+/// `steps` (`parse_ratio -- --decisions`, `docs/performance.md`, run 22);
+/// with little else around them, a change to a decision's cost shows at
+/// once (1,000 steps: 253 kB with decisions, 153 kB without).
+pub fn decision_dense_coaching_request(steps: usize, decisions: bool) -> String {
+    use std::fmt::Write;
+    let output = if decisions {
+        GEN_DECISION
+    } else {
+        r#""output":null"#
+    };
+    let mut out = String::from(
+        r#"{"run_id":"r","request_id":"q","kind":"failure","stage":{"id":1,"goal":"g","hint":null},"active_errors":[],"diagnosis":null,"target_step_id":0,"trajectory":["#,
+    );
+    for i in 0..steps {
+        if i > 0 {
+            out.push(',');
+        }
+        let _ = write!(
+            out,
+            r#"{{"id":{i},"input":{{"id":{i},"instruction":{{"type":"user","content":"Hi"}},"num_outputs":1}},{output},"error":null,"internal_steps":[],"execution":{{}}}}"#
+        );
+    }
+    out.push_str(
+        r#"],"reinjection_points":[{"id":"p","input_step_id":0,"input":null}],"additional_info":{}}"#,
+    );
+    out
+}
+
 /// The body `cargo xtask bench` posts to the servers: a BENCH-like request of
 /// `inputs` env inputs (the skill API as BENCH sends it, robots, a short
 /// history); 8 inputs make 6676 bytes.

@@ -343,7 +343,8 @@ mod tests {
     use super::*;
 
     use magma_testkit::fixtures::{
-        coaching_corpus, gen_like_coaching_request, gen_like_coaching_request_without_decisions,
+        coaching_corpus, decision_dense_coaching_request, gen_like_coaching_request,
+        gen_like_coaching_request_without_decisions,
     };
     include!("../../../../tests/support/corpus_docs.rs");
 
@@ -631,6 +632,25 @@ mod tests {
             // input (run 22).
             let (len, room) = (r.trajectory.len(), r.trajectory.capacity());
             assert!(room <= (len + 2).max(4), "{steps} steps: room for {room}");
+        }
+    }
+
+    /// The bodies of `parse_ratio --decisions` take the direct reader, and
+    /// the one with decisions holds GEN's in every step.
+    #[test]
+    fn the_decision_dense_bodies_take_the_direct_reader() {
+        for steps in [1, 1000] {
+            for decisions in [true, false] {
+                let body = decision_dense_coaching_request(steps, decisions);
+                assert_eq!(check(body.as_bytes()), Ok((true, true)), "{steps} steps");
+                let r = read(body.as_bytes()).expect("the direct reader");
+                assert_eq!(r.trajectory.len(), steps);
+                let calls = r.trajectory.iter().filter_map(|s| s.output.as_ref());
+                assert_eq!(
+                    calls.map(|d| d.tool_calls.len()).sum::<usize>(),
+                    if decisions { steps } else { 0 }
+                );
+            }
         }
     }
 
