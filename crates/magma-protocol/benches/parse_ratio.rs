@@ -174,14 +174,10 @@ fn decision_costs(variants: &[Variant], o: &Options) {
         o.batch,
         load()
     );
-    for v in variants {
-        for _ in 0..o.batch * 4 {
-            black_box((v.parse)(&v.body));
-        }
-    }
+    warm_up(variants, o);
     println!("\nns per decision (CPU): magma-protocol, IgnoredAny, quotient");
     let mut costs = Vec::with_capacity(o.reps);
-    let mut shuffle = Shuffle(0x9E37_79B9_7F4A_7C15);
+    let mut shuffle = Shuffle(SEED);
     for rep in 1..=o.reps {
         let t = repetition(variants, o, &mut shuffle).cpu;
         let ours = (t[0] - t[1]) / DENSE_STEPS as f64;
@@ -303,6 +299,19 @@ struct Repetition {
     wall: Vec<f64>,
 }
 
+/// Four batches of each variant before timing: caches, the allocator's
+/// free lists, the CPU's frequency.
+fn warm_up(variants: &[Variant], o: &Options) {
+    for v in variants {
+        for _ in 0..o.batch * 4 {
+            black_box((v.parse)(&v.body));
+        }
+    }
+}
+
+/// The seed of [`Shuffle`]: every run uses the same orders.
+const SEED: u64 = 0x9E37_79B9_7F4A_7C15;
+
 /// The orders of the rounds: xorshift64 and Fisher-Yates, from a fixed seed.
 struct Shuffle(u64);
 
@@ -407,12 +416,7 @@ fn main() {
         o.batch,
         load()
     );
-    // Warm-up: caches, the allocator's free lists, the CPU's frequency.
-    for v in &variants {
-        for _ in 0..o.batch * 4 {
-            black_box((v.parse)(&v.body));
-        }
-    }
+    warm_up(&variants, &o);
     let mut cpu = Vec::with_capacity(o.reps);
     let mut wall = Vec::with_capacity(o.reps);
     println!(
@@ -428,7 +432,7 @@ fn main() {
         COLUMNS.join(" "),
         COLUMNS.join(" ")
     );
-    let mut shuffle = Shuffle(0x9E37_79B9_7F4A_7C15);
+    let mut shuffle = Shuffle(SEED);
     for rep in 1..=o.reps {
         let r = repetition(&variants, &o, &mut shuffle);
         let (c, w) = (speeds(&r.cpu), speeds(&r.wall));

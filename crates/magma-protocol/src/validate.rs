@@ -1099,7 +1099,7 @@ mod tests {
     /// prefix of a text of multi-byte characters.
     #[test]
     fn every_inline_length_reads_back() {
-        let digits: String = "0123456789abcdefg".to_owned();
+        let digits = "0123456789abcdefg";
         let wide = "é\u{1F916}ü\u{20AC}x";
         for n in 0..=17 {
             let t = &digits[..n];
