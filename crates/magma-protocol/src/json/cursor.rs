@@ -242,10 +242,16 @@ impl<'a> Cursor<'a> {
     }
 
     /// A free-form object that the parser would keep as validated text at
-    /// this position (`depth_before` open containers). Always inlined: the
-    /// object it returns is then built where the caller keeps it, not
-    /// written to memory and copied at once (run 22).
-    #[inline(always)]
+    /// this position (`depth_before` open containers).
+    ///
+    /// Never inlined: its nine callers in the direct readers share one copy.
+    /// Inlined into each (run 22), it made a coaching step's reader so large
+    /// that a step and the input reader around it no longer fit in the
+    /// instruction cache together; out of line, the 50-step coaching
+    /// request parses about 0.5% nearer the inference request's speed
+    /// relative to `IgnoredAny`, and a body of 1,000 steps around tiny
+    /// inputs 2-3% further from it (`docs/performance.md`, run 23).
+    #[inline(never)]
     pub(crate) fn free_object(&mut self, depth_before: usize) -> Option<Object> {
         self.skip_ws();
         if self.peek() != Some(b'{') {
