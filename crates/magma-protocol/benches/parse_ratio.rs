@@ -41,6 +41,15 @@
 //! `--rounds 200`, at 40 a repetition's figure moves by 10%. Its variants, for
 //! `--profile`: `dense`, `dense-null`, `dense-ignored`, `dense-null-ignored`.
 //!
+//! `--parts` takes the 50-step body apart: the inference request (and its
+//! control) beside five coaching bodies that differ only in what their
+//! steps hold besides `id` and `input` (`gen_like_coaching_body`: GEN's
+//! steps, without decisions, decisions only, bare, minimal), all in the
+//! same shuffled rounds; per body, its speed vs `IgnoredAny` over the
+//! inference request's (docs/performance.md, run 23). Its variants, for
+//! `--profile`: `inference`, `inference-control`, `inference-ignored`,
+//! and `coaching-NAME`, `coaching-NAME-ignored` for each body's name.
+//!
 //! `--profile NAME --count N` parses only variant `NAME` (`inference`,
 //! `inference-ignored`, `coaching`, `coaching-ignored`) `N` times and exits:
 //! for `valgrind` and `perf record` on the bench binary (instructions per
@@ -55,8 +64,8 @@ use std::time::Instant;
 use magma_protocol::AgentRequest;
 use magma_protocol::coaching::SpecializedCoachingRequest;
 use magma_testkit::fixtures::{
-    bench_like_request, decision_dense_coaching_request, gen_like_coaching_request,
-    gen_like_coaching_request_without_decisions,
+    StepParts, bench_like_request, decision_dense_coaching_request, gen_like_coaching_body,
+    gen_like_coaching_request, gen_like_coaching_request_without_decisions,
 };
 use rustix::time::{ClockId, clock_gettime};
 
@@ -203,6 +212,111 @@ fn decision_costs(variants: &[Variant], o: &Options) {
     }
 }
 
+/// The name of a `--parts` body, and its two variants' names.
+fn parts_names(parts: StepParts) -> [&'static str; 3] {
+    match parts {
+        StepParts::Gen => ["gen", "coaching-gen", "coaching-gen-ignored"],
+        StepParts::WithoutDecisions => [
+            "without-decisions",
+            "coaching-without-decisions",
+            "coaching-without-decisions-ignored",
+        ],
+        StepParts::DecisionsOnly => [
+            "decisions-only",
+            "coaching-decisions-only",
+            "coaching-decisions-only-ignored",
+        ],
+        StepParts::Bare => ["bare", "coaching-bare", "coaching-bare-ignored"],
+        StepParts::Minimal => ["minimal", "coaching-minimal", "coaching-minimal-ignored"],
+    }
+}
+
+/// The variants of `--parts`: [`INF`], [`INF_CONTROL`] and [`INF_IGNORED`]
+/// as in [`variants`], then each coaching body of [`StepParts::ALL`] with
+/// magma-protocol and with `IgnoredAny`.
+fn parts_variants() -> Vec<Variant> {
+    let inference = bench_like_request(52).into_bytes();
+    let mut v = vec![
+        Variant {
+            name: "inference",
+            body: inference.clone(),
+            parse: parse_inference,
+        },
+        Variant {
+            name: "inference-control",
+            body: inference.clone(),
+            parse: parse_inference,
+        },
+        Variant {
+            name: "inference-ignored",
+            body: inference,
+            parse: parse_ignored,
+        },
+    ];
+    for parts in StepParts::ALL {
+        let body = gen_like_coaching_body(50, parts).into_bytes();
+        let [_, ours, ignored] = parts_names(parts);
+        v.push(Variant {
+            name: ours,
+            body: body.clone(),
+            parse: parse_coaching,
+        });
+        v.push(Variant {
+            name: ignored,
+            body,
+            parse: parse_ignored,
+        });
+    }
+    v
+}
+
+/// `--parts`: per repetition, each body's speed vs `IgnoredAny` over the
+/// inference request's (thread CPU time), the control's first.
+fn parts_quotients(variants: &[Variant], o: &Options) {
+    println!(
+        "bodies: inference {} bytes; coaching {}; {} repetitions of {} rounds of batches of \
+         {} parses, order shuffled each round; load (1 min) {} at start",
+        variants[INF].body.len(),
+        StepParts::ALL
+            .iter()
+            .zip(variants[3..].chunks(2))
+            .map(|(p, v)| format!("{} {}", parts_names(*p)[0], v[0].body.len()))
+            .collect::<Vec<_>>()
+            .join(", "),
+        o.reps,
+        o.rounds,
+        o.batch,
+        load()
+    );
+    warm_up(variants, o);
+    let mut names = vec!["control"];
+    names.extend(StepParts::ALL.map(|p| parts_names(p)[0]));
+    println!(
+        "\nspeed vs IgnoredAny over the inference request's (CPU): {}",
+        names.join(", ")
+    );
+    let mut rows = Vec::with_capacity(o.reps);
+    let mut shuffle = Shuffle(SEED);
+    for rep in 1..=o.reps {
+        let t = repetition(variants, o, &mut shuffle).cpu;
+        let inf = t[INF_IGNORED] / t[INF];
+        let mut row = vec![t[INF_IGNORED] / t[INF_CONTROL] / inf];
+        row.extend(t[3..].chunks(2).map(|c| c[1] / c[0] / inf));
+        let shown: Vec<_> = row.iter().map(|x| format!("{x:.3}")).collect();
+        println!("{rep:>3}  {}  {}", shown.join(" "), load());
+        rows.push(row);
+    }
+    println!(
+        "\nmedian (range) over {} repetitions; load (1 min) {} at end",
+        o.reps,
+        load()
+    );
+    for (j, name) in names.iter().enumerate() {
+        let v: Vec<f64> = rows.iter().map(|r| r[j]).collect();
+        println!("{name:>17}: {}", summary(&v));
+    }
+}
+
 /// The options, from the command line (`cargo bench` adds `--bench`).
 struct Options {
     reps: usize,
@@ -214,6 +328,8 @@ struct Options {
     without_decisions: bool,
     /// `--decisions`: what one decision costs (see the module's doc).
     decisions: bool,
+    /// `--parts`: the 50-step body taken apart (see the module's doc).
+    parts: bool,
 }
 
 fn options() -> Result<Options, String> {
@@ -225,6 +341,7 @@ fn options() -> Result<Options, String> {
         count: 100,
         without_decisions: false,
         decisions: false,
+        parts: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -238,6 +355,7 @@ fn options() -> Result<Options, String> {
         match arg.as_str() {
             "--bench" => {}
             "--decisions" => o.decisions = true,
+            "--parts" => o.parts = true,
             "--reps" => o.reps = number("--reps")?,
             "--rounds" => o.rounds = number("--rounds")?,
             "--batch" => o.batch = number("--batch")?,
@@ -373,13 +491,16 @@ fn main() {
         Err(e) => {
             eprintln!(
                 "parse_ratio: {e}\nusage: parse_ratio [--reps N] [--rounds N] [--batch N] \
-                 [--coaching gen|without-decisions] [--decisions] [--profile VARIANT --count N]"
+                 [--coaching gen|without-decisions] [--decisions] [--parts] \
+                 [--profile VARIANT --count N]"
             );
             std::process::exit(2);
         }
     };
     let variants = if o.decisions {
         dense_variants()
+    } else if o.parts {
+        parts_variants()
     } else {
         variants(&o)
     };
@@ -399,6 +520,10 @@ fn main() {
     }
     if o.decisions {
         decision_costs(&variants, &o);
+        return;
+    }
+    if o.parts {
+        parts_quotients(&variants, &o);
         return;
     }
     println!(

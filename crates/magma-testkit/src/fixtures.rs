@@ -48,12 +48,53 @@ pub fn bench_like_input(i: usize) -> String {
 /// point at it and a `recovery` point with an explicit input; every field
 /// present, explicit nulls included, as GEN sends it (50 steps: 0.63 MB).
 pub fn gen_like_coaching_request(steps: usize) -> String {
-    coaching_request_deciding(steps, GEN_DECISION)
+    gen_like_coaching_body(steps, StepParts::Gen)
 }
 
-/// [`gen_like_coaching_request`] with `output` (a member, key and value)
-/// in every step.
-fn coaching_request_deciding(steps: usize, output: &str) -> String {
+/// [`gen_like_coaching_request`] with every step's `output` `null` (a step
+/// whose agent decided nothing) and nothing else changed: what the steps'
+/// decisions cost a parser is the difference between the two
+/// (`cargo bench -p magma-rs-protocol --bench parse_ratio -- --coaching
+/// without-decisions`, `docs/performance.md`, run 20).
+pub fn gen_like_coaching_request_without_decisions(steps: usize) -> String {
+    gen_like_coaching_body(steps, StepParts::WithoutDecisions)
+}
+
+/// What each step of [`gen_like_coaching_body`] holds beside its `id` and
+/// its input. The bodies differ only in the steps, so the differences
+/// between their parses say what each part of a step costs where it is
+/// read, between GEN-sized inputs (`parse_ratio -- --parts`,
+/// `docs/performance.md`, run 23).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StepParts {
+    /// As GEN sends them: its decision, `error: null`, an internal step,
+    /// its `execution` record ([`gen_like_coaching_request`]).
+    Gen,
+    /// [`StepParts::Gen`] with `output: null`.
+    WithoutDecisions,
+    /// GEN's decision and `error: null`, with `internal_steps: []` and
+    /// `execution: {}`.
+    DecisionsOnly,
+    /// `output: null`, `error: null`, `internal_steps: []`, `execution: {}`.
+    Bare,
+    /// Only `id` and `input`.
+    Minimal,
+}
+
+impl StepParts {
+    /// Every value, in the order of the variants.
+    pub const ALL: [StepParts; 5] = [
+        StepParts::Gen,
+        StepParts::WithoutDecisions,
+        StepParts::DecisionsOnly,
+        StepParts::Bare,
+        StepParts::Minimal,
+    ];
+}
+
+/// [`gen_like_coaching_request`] with steps holding `parts`: the same
+/// header, inputs and reinjection points.
+pub fn gen_like_coaching_body(steps: usize, parts: StepParts) -> String {
     use std::fmt::Write;
     let mut out = String::from(
         r#"{"run_id":"2026-02-22_20-02-08_handover","request_id":"ae5c812fe2994fc1abb51d18b559e8ca","kind":"failure","stage":{"id":2,"goal":"Hand the green sponge over to stretch.","hint":null},"active_errors":[{"code":"environment","description":"panda: move_to failed: path blocked","details":{"robot":"panda","attempts":2}}],"diagnosis":{"explanation":"The robot moved before the gripper was free.","expected_decision":"Release the cube, then move."},"target_step_id":"#,
@@ -64,11 +105,24 @@ fn coaching_request_deciding(steps: usize, output: &str) -> String {
         if i > 0 {
             out.push(',');
         }
-        let _ = write!(
-            out,
-            r#"{{"id":{i},"input":{},{output},"error":null,"internal_steps":[{{"id":"llm-{i}","component":"planner","origin":"model","full_prompt":"You control two robots. Answer with JSON: say and action.","input_elements":{{"turn":{i}}},"output_raw":"{{\"say\": \"\", \"action\": {{\"panda\": {{\"name\": \"move_to\", \"arguments\": {{\"x\": 1.25, \"y\": -0.5}}}}}}}}"}}],"execution":{{"diagnosable":true,"execution_results":[{{"robot":"panda","tool":"move_to","result":"FAILURE","error_flag":true,"message":"path blocked"}}],"input_type":"FEEDBACK","input_content":"panda: press_button succeed","answer":"","answer_data":{{"say":"","action":{{"panda":{{"name":"move_to"}}}}}}}}}}"#,
-            bench_like_input(i)
-        );
+        let _ = write!(out, r#"{{"id":{i},"input":{}"#, bench_like_input(i));
+        let output = match parts {
+            StepParts::Gen | StepParts::DecisionsOnly => GEN_DECISION,
+            StepParts::WithoutDecisions | StepParts::Bare => r#""output":null"#,
+            StepParts::Minimal => {
+                out.push('}');
+                continue;
+            }
+        };
+        let _ = write!(out, r#",{output},"error":null,"#);
+        if matches!(parts, StepParts::Gen | StepParts::WithoutDecisions) {
+            let _ = write!(
+                out,
+                r#""internal_steps":[{{"id":"llm-{i}","component":"planner","origin":"model","full_prompt":"You control two robots. Answer with JSON: say and action.","input_elements":{{"turn":{i}}},"output_raw":"{{\"say\": \"\", \"action\": {{\"panda\": {{\"name\": \"move_to\", \"arguments\": {{\"x\": 1.25, \"y\": -0.5}}}}}}}}"}}],"execution":{{"diagnosable":true,"execution_results":[{{"robot":"panda","tool":"move_to","result":"FAILURE","error_flag":true,"message":"path blocked"}}],"input_type":"FEEDBACK","input_content":"panda: press_button succeed","answer":"","answer_data":{{"say":"","action":{{"panda":{{"name":"move_to"}}}}}}}}}}"#
+            );
+        } else {
+            out.push_str(r#""internal_steps":[],"execution":{}}"#);
+        }
     }
     let _ = write!(
         out,
@@ -82,15 +136,6 @@ fn coaching_request_deciding(steps: usize, output: &str) -> String {
 
 /// The decision every step of [`gen_like_coaching_request`] records.
 const GEN_DECISION: &str = r#""output":{"say":"","tool_calls":[{"name":"move_to","arguments":{"x":1.25,"y":-0.5},"target_robot_name":"panda"}]}"#;
-
-/// [`gen_like_coaching_request`] with every step's `output` `null` (a step
-/// whose agent decided nothing) and nothing else changed: what the steps'
-/// decisions cost a parser is the difference between the two
-/// (`cargo bench -p magma-rs-protocol --bench parse_ratio -- --coaching
-/// without-decisions`, `docs/performance.md`, run 20).
-pub fn gen_like_coaching_request_without_decisions(steps: usize) -> String {
-    coaching_request_deciding(steps, r#""output":null"#)
-}
 
 /// A coaching request that is mostly decisions: `steps` steps, each with
 /// the smallest input there is (a user instruction `"Hi"`), no internal

@@ -343,8 +343,8 @@ mod tests {
     use super::*;
 
     use magma_testkit::fixtures::{
-        coaching_corpus, decision_dense_coaching_request, gen_like_coaching_request,
-        gen_like_coaching_request_without_decisions,
+        StepParts, coaching_corpus, decision_dense_coaching_request, gen_like_coaching_body,
+        gen_like_coaching_request, gen_like_coaching_request_without_decisions,
     };
     include!("../../../../tests/support/corpus_docs.rs");
 
@@ -650,6 +650,28 @@ mod tests {
                     calls.map(|d| d.tool_calls.len()).sum::<usize>(),
                     if decisions { steps } else { 0 }
                 );
+            }
+        }
+    }
+
+    /// The bodies of `parse_ratio --parts` take the direct reader, and their
+    /// steps hold what each says they hold.
+    #[test]
+    fn the_parts_bodies_take_the_direct_reader() {
+        for parts in StepParts::ALL {
+            for steps in [1, 50] {
+                let body = gen_like_coaching_body(steps, parts);
+                assert_eq!(check(body.as_bytes()), Ok((true, true)), "{parts:?}");
+                let r = read(body.as_bytes()).expect("the direct reader");
+                assert_eq!(r.trajectory.len(), steps, "{parts:?}");
+                let decisions = matches!(parts, StepParts::Gen | StepParts::DecisionsOnly);
+                let records = matches!(parts, StepParts::Gen | StepParts::WithoutDecisions);
+                for step in &r.trajectory {
+                    assert_eq!(step.output.is_some(), decisions, "{parts:?}");
+                    assert_eq!(step.internal_steps.len(), usize::from(records), "{parts:?}");
+                    assert_eq!(step.execution.is_empty(), !records, "{parts:?}");
+                    assert!(step.error.is_none());
+                }
             }
         }
     }
