@@ -98,14 +98,11 @@ const INF_IGNORED: usize = 2;
 const COACH: usize = 3;
 const COACH_IGNORED: usize = 4;
 
-fn variants(o: &Options) -> Vec<Variant> {
+/// The inference request's variants, [`INF`], [`INF_CONTROL`] and
+/// [`INF_IGNORED`]: the first three of [`variants`] and of
+/// [`parts_variants`].
+fn inference_variants() -> Vec<Variant> {
     let inference = bench_like_request(52).into_bytes();
-    let coaching = if o.without_decisions {
-        gen_like_coaching_request_without_decisions(50)
-    } else {
-        gen_like_coaching_request(50)
-    }
-    .into_bytes();
     vec![
         Variant {
             name: "inference",
@@ -124,6 +121,18 @@ fn variants(o: &Options) -> Vec<Variant> {
             body: inference,
             parse: parse_ignored,
         },
+    ]
+}
+
+fn variants(o: &Options) -> Vec<Variant> {
+    let coaching = if o.without_decisions {
+        gen_like_coaching_request_without_decisions(50)
+    } else {
+        gen_like_coaching_request(50)
+    }
+    .into_bytes();
+    let mut v = inference_variants();
+    v.extend([
         Variant {
             name: "coaching",
             body: coaching.clone(),
@@ -134,7 +143,8 @@ fn variants(o: &Options) -> Vec<Variant> {
             body: coaching,
             parse: parse_ignored,
         },
-    ]
+    ]);
+    v
 }
 
 /// Steps of the `--decisions` bodies.
@@ -231,28 +241,10 @@ fn parts_names(parts: StepParts) -> [&'static str; 3] {
     }
 }
 
-/// The variants of `--parts`: [`INF`], [`INF_CONTROL`] and [`INF_IGNORED`]
-/// as in [`variants`], then each coaching body of [`StepParts::ALL`] with
-/// magma-protocol and with `IgnoredAny`.
+/// The variants of `--parts`: [`inference_variants`], then each coaching
+/// body of [`StepParts::ALL`] with magma-protocol and with `IgnoredAny`.
 fn parts_variants() -> Vec<Variant> {
-    let inference = bench_like_request(52).into_bytes();
-    let mut v = vec![
-        Variant {
-            name: "inference",
-            body: inference.clone(),
-            parse: parse_inference,
-        },
-        Variant {
-            name: "inference-control",
-            body: inference.clone(),
-            parse: parse_inference,
-        },
-        Variant {
-            name: "inference-ignored",
-            body: inference,
-            parse: parse_ignored,
-        },
-    ];
+    let mut v = inference_variants();
     for parts in StepParts::ALL {
         let body = gen_like_coaching_body(50, parts).into_bytes();
         let [_, ours, ignored] = parts_names(parts);
