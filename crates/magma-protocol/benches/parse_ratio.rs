@@ -91,7 +91,8 @@ fn parse_ignored(b: &[u8]) -> bool {
     serde_json::from_slice::<serde::de::IgnoredAny>(black_box(b)).is_ok()
 }
 
-/// Indices into the variants of [`variants`].
+/// Indices into the variants of [`variants`]. Those of [`parts_variants`]
+/// start alike, their coaching bodies at [`COACH`].
 const INF: usize = 0;
 const INF_CONTROL: usize = 1;
 const INF_IGNORED: usize = 2;
@@ -208,11 +209,7 @@ fn decision_costs(variants: &[Variant], o: &Options) {
         );
         costs.push([ours, ignored, ours / ignored]);
     }
-    println!(
-        "\nmedian (range) over {} repetitions; load (1 min) {} at end",
-        o.reps,
-        load()
-    );
+    medians_heading(o);
     for (j, name) in ["magma-protocol", "IgnoredAny", "quotient"]
         .iter()
         .enumerate()
@@ -271,7 +268,7 @@ fn parts_quotients(variants: &[Variant], o: &Options) {
         variants[INF].body.len(),
         StepParts::ALL
             .iter()
-            .zip(variants[3..].chunks(2))
+            .zip(variants[COACH..].chunks(2))
             .map(|(p, v)| format!("{} {}", parts_names(*p)[0], v[0].body.len()))
             .collect::<Vec<_>>()
             .join(", "),
@@ -293,16 +290,12 @@ fn parts_quotients(variants: &[Variant], o: &Options) {
         let t = repetition(variants, o, &mut shuffle).cpu;
         let inf = t[INF_IGNORED] / t[INF];
         let mut row = vec![t[INF_IGNORED] / t[INF_CONTROL] / inf];
-        row.extend(t[3..].chunks(2).map(|c| c[1] / c[0] / inf));
+        row.extend(t[COACH..].chunks(2).map(|c| c[1] / c[0] / inf));
         let shown: Vec<_> = row.iter().map(|x| format!("{x:.3}")).collect();
         println!("{rep:>3}  {}  {}", shown.join(" "), load());
         rows.push(row);
     }
-    println!(
-        "\nmedian (range) over {} repetitions; load (1 min) {} at end",
-        o.reps,
-        load()
-    );
+    medians_heading(o);
     for (j, name) in names.iter().enumerate() {
         let v: Vec<f64> = rows.iter().map(|r| r[j]).collect();
         println!("{name:>17}: {}", summary(&v));
@@ -407,6 +400,15 @@ fn summary(v: &[f64]) -> String {
 struct Repetition {
     cpu: Vec<f64>,
     wall: Vec<f64>,
+}
+
+/// The line before a run's medians.
+fn medians_heading(o: &Options) {
+    println!(
+        "\nmedian (range) over {} repetitions; load (1 min) {} at end",
+        o.reps,
+        load()
+    );
 }
 
 /// Four batches of each variant before timing: caches, the allocator's
@@ -565,11 +567,7 @@ fn main() {
         cpu.push(c);
         wall.push(w);
     }
-    println!(
-        "\nmedian (range) over {} repetitions; load (1 min) {} at end",
-        o.reps,
-        load()
-    );
+    medians_heading(&o);
     for (j, name) in COLUMNS.iter().enumerate() {
         let c: Vec<f64> = cpu.iter().map(|s| s[j]).collect();
         let w: Vec<f64> = wall.iter().map(|s| s[j]).collect();

@@ -108,7 +108,7 @@ pub fn gen_like_coaching_body(steps: usize, parts: StepParts) -> String {
         let _ = write!(out, r#"{{"id":{i},"input":{}"#, bench_like_input(i));
         let output = match parts {
             StepParts::Gen | StepParts::DecisionsOnly => GEN_DECISION,
-            StepParts::WithoutDecisions | StepParts::Bare => r#""output":null"#,
+            StepParts::WithoutDecisions | StepParts::Bare => NO_DECISION,
             StepParts::Minimal => {
                 out.push('}');
                 continue;
@@ -137,6 +137,9 @@ pub fn gen_like_coaching_body(steps: usize, parts: StepParts) -> String {
 /// The decision every step of [`gen_like_coaching_request`] records.
 const GEN_DECISION: &str = r#""output":{"say":"","tool_calls":[{"name":"move_to","arguments":{"x":1.25,"y":-0.5},"target_robot_name":"panda"}]}"#;
 
+/// A step's `output` when its agent decided nothing.
+const NO_DECISION: &str = r#""output":null"#;
+
 /// A coaching request that is mostly decisions: `steps` steps, each with
 /// the smallest input there is (a user instruction `"Hi"`), no internal
 /// steps, an empty `execution` and GEN's decision, or `output: null` when
@@ -147,11 +150,7 @@ const GEN_DECISION: &str = r#""output":{"say":"","tool_calls":[{"name":"move_to"
 /// once (1,000 steps: 253 kB with decisions, 153 kB without).
 pub fn decision_dense_coaching_request(steps: usize, decisions: bool) -> String {
     use std::fmt::Write;
-    let output = if decisions {
-        GEN_DECISION
-    } else {
-        r#""output":null"#
-    };
+    let output = if decisions { GEN_DECISION } else { NO_DECISION };
     let mut out = String::from(
         r#"{"run_id":"r","request_id":"q","kind":"failure","stage":{"id":1,"goal":"g","hint":null},"active_errors":[],"diagnosis":null,"target_step_id":0,"trajectory":["#,
     );
