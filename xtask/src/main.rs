@@ -10,6 +10,7 @@ mod attack;
 mod codegen;
 mod deny;
 mod fuzz;
+mod layouts;
 mod msrv;
 mod publish_check;
 mod release;
@@ -84,6 +85,9 @@ enum Command {
     Fuzz(fuzz::Options),
     /// Reproduce the table of docs/performance.md (magma-bench).
     Bench(magma_bench::bench::Options),
+    /// magma-protocol's parse_ratio bench built with its functions in N random orders, each
+    /// figure reported over them (docs/performance.md, run 24).
+    Layouts(layouts::Options),
     /// Minutes of mixed load on the release magma-server; fails on any unexpected answer or
     /// an upward RSS trend (magma-bench).
     Soak(magma_bench::soak::Options),
@@ -126,6 +130,7 @@ fn run(command: Command) -> Result<()> {
         Command::DeployCheck => deploy::run(),
         Command::Fuzz(options) => fuzz::run(&options),
         Command::Bench(options) => magma_bench::bench::run(&options),
+        Command::Layouts(options) => layouts::run(&options),
         Command::Soak(options) => magma_bench::soak::run(&options),
         Command::Deny { advisories } => deny::run(advisories),
     }

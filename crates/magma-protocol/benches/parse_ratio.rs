@@ -28,9 +28,24 @@
 //!
 //! Comparing two builds: where code lies moves the coaching/inference figure
 //! by up to 2% between builds of the same parse, which the control (the same
-//! code as `inference`) cannot show. Build both with
-//! `RUSTFLAGS="-C llvm-args=-align-all-functions=6 -C llvm-args=-align-all-nofallthru-blocks=5"`
-//! (docs/performance.md, run 20).
+//! code as `inference`) cannot show. `cargo xtask layouts` builds this bench
+//! with its functions in several random orders and reports each figure over
+//! all of them (docs/performance.md, run 24); compare two versions of the
+//! code that way. Aligning every function and block
+//! (`RUSTFLAGS="-C llvm-args=-align-all-functions=6 -C llvm-args=-align-all-nofallthru-blocks=5"`,
+//! run 20) steadies one build's figure but keeps one layout's luck.
+//!
+//! `--steps N` gives the coaching bodies `N` steps and the inference request
+//! `N + 2` inputs (50 and 52 by default): a cost paid once per document
+//! weighs five times more at 10 steps than at 50, one paid per step alike.
+//!
+//! `--heap-shift BYTES` allocates that many bytes before the bodies are
+//! made and keeps them: every later allocation (the bodies, what a parse
+//! allocates) then lies elsewhere relative to the pages and cache sets.
+//! Where data lies moves the figures too, by up to 5% at 10 steps, where the
+//! bodies are about the size at which the allocator maps them apart
+//! (docs/performance.md, run 24); `cargo xtask layouts` gives each layout a
+//! shift of its own.
 //!
 //! `--decisions` measures what one GEN decision costs instead, in
 //! nanoseconds of thread CPU time, for magma-protocol and for `IgnoredAny`:
@@ -102,8 +117,8 @@ const COACH_IGNORED: usize = 4;
 /// The inference request's variants, [`INF`], [`INF_CONTROL`] and
 /// [`INF_IGNORED`]: the first three of [`variants`] and of
 /// [`parts_variants`].
-fn inference_variants() -> Vec<Variant> {
-    let inference = bench_like_request(52).into_bytes();
+fn inference_variants(o: &Options) -> Vec<Variant> {
+    let inference = bench_like_request(o.steps + 2).into_bytes();
     vec![
         Variant {
             name: "inference",
@@ -127,12 +142,12 @@ fn inference_variants() -> Vec<Variant> {
 
 fn variants(o: &Options) -> Vec<Variant> {
     let coaching = if o.without_decisions {
-        gen_like_coaching_request_without_decisions(50)
+        gen_like_coaching_request_without_decisions(o.steps)
     } else {
-        gen_like_coaching_request(50)
+        gen_like_coaching_request(o.steps)
     }
     .into_bytes();
-    let mut v = inference_variants();
+    let mut v = inference_variants(o);
     v.extend([
         Variant {
             name: "coaching",
@@ -240,10 +255,10 @@ fn parts_names(parts: StepParts) -> [&'static str; 3] {
 
 /// The variants of `--parts`: [`inference_variants`], then each coaching
 /// body of [`StepParts::ALL`] with magma-protocol and with `IgnoredAny`.
-fn parts_variants() -> Vec<Variant> {
-    let mut v = inference_variants();
+fn parts_variants(o: &Options) -> Vec<Variant> {
+    let mut v = inference_variants(o);
     for parts in StepParts::ALL {
-        let body = gen_like_coaching_body(50, parts).into_bytes();
+        let body = gen_like_coaching_body(o.steps, parts).into_bytes();
         let [_, ours, ignored] = parts_names(parts);
         v.push(Variant {
             name: ours,
@@ -315,6 +330,13 @@ struct Options {
     decisions: bool,
     /// `--parts`: the 50-step body taken apart (see the module's doc).
     parts: bool,
+    /// `--steps N`: the coaching bodies' steps (50), the inference
+    /// request's inputs two more (52), as in the module's doc.
+    steps: usize,
+    /// `--heap-shift BYTES`: an allocation kept before the bodies are
+    /// made, which moves them and what the parses allocate (see the
+    /// module's doc).
+    heap_shift: usize,
 }
 
 fn options() -> Result<Options, String> {
@@ -327,6 +349,8 @@ fn options() -> Result<Options, String> {
         without_decisions: false,
         decisions: false,
         parts: false,
+        steps: 50,
+        heap_shift: 0,
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -345,6 +369,13 @@ fn options() -> Result<Options, String> {
             "--rounds" => o.rounds = number("--rounds")?,
             "--batch" => o.batch = number("--batch")?,
             "--count" => o.count = number("--count")?,
+            "--steps" => o.steps = number("--steps")?,
+            "--heap-shift" => {
+                let v = args.next().ok_or("--heap-shift needs a value")?;
+                o.heap_shift = v
+                    .parse::<usize>()
+                    .map_err(|_| format!("--heap-shift: expected a number of bytes, got {v:?}"))?;
+            }
             "--coaching" => match args.next().as_deref() {
                 Some("gen") => o.without_decisions = false,
                 Some("without-decisions") => o.without_decisions = true,
@@ -485,16 +516,18 @@ fn main() {
         Err(e) => {
             eprintln!(
                 "parse_ratio: {e}\nusage: parse_ratio [--reps N] [--rounds N] [--batch N] \
-                 [--coaching gen|without-decisions] [--decisions] [--parts] \
-                 [--profile VARIANT --count N]"
+                 [--coaching gen|without-decisions] [--decisions] [--parts] [--steps N] \
+                 [--heap-shift BYTES] [--profile VARIANT --count N]"
             );
             std::process::exit(2);
         }
     };
+    // Kept to the end: every later allocation lies after it.
+    let _shift = black_box(vec![0u8; o.heap_shift]);
     let variants = if o.decisions {
         dense_variants()
     } else if o.parts {
-        parts_variants()
+        parts_variants(&o)
     } else {
         variants(&o)
     };
