@@ -294,3 +294,88 @@ fn internal_steps_build_the_objects_of_the_inference_wire() {
     assert_eq!(back.origin, InternalStepOrigin::Model);
     assert_eq!(back.input_elements, Object::new());
 }
+
+/// The reference's `validate_references`, written here with sets: what the
+/// request rules say of these ids, or `None`.
+fn references_problem(
+    steps: &[i64],
+    points: &[(String, Option<i64>)],
+    target: i64,
+) -> Option<&'static str> {
+    use std::collections::HashSet;
+    let step_ids: HashSet<i64> = steps.iter().copied().collect();
+    let point_ids: HashSet<&str> = points.iter().map(|(id, _)| id.as_str()).collect();
+    if step_ids.len() != steps.len() || point_ids.len() != points.len() {
+        return Some("Step and reinjection point ids must be unique");
+    }
+    if !step_ids.contains(&target) {
+        return Some("Target step is absent from trajectory");
+    }
+    points
+        .iter()
+        .any(|(_, at)| at.is_some_and(|id| !step_ids.contains(&id)))
+        .then_some("Unknown reinjection input reference")
+}
+
+/// The request rules over step ids in order, out of order and repeated,
+/// few and many points (the rules take another way for ids in order and
+/// for up to 8 points), through `from_slice` (the direct reader, and the
+/// exact path for what it leaves), against [`references_problem`].
+#[test]
+fn the_request_rules_hold_whatever_the_order_of_the_ids() {
+    let input = r#"{"id":0,"instruction":{"type":"user","content":"a"}}"#;
+    let trajectories: &[&[i64]] = &[
+        &[0],
+        &[0, 1, 2],
+        &[-5, 3, 40],
+        &[2, 0, 1],
+        &[0, 1, 1],
+        &[1, 0, 1],
+        &[3, 3],
+        &[0, 2, 1, 3, 4, 5, 6, 7, 8, 9],
+    ];
+    let mut checked = 0;
+    for &steps in trajectories {
+        for n_points in [1, 2, 8, 9, 12] {
+            for repeat_point in [false, true] {
+                for (target, unknown_at) in [(0, None), (1, None), (7, None), (0, Some(99))] {
+                    let mut points: Vec<(String, Option<i64>)> =
+                        (0..n_points).map(|i| (format!("p{i}"), None)).collect();
+                    if repeat_point && n_points > 1 {
+                        points[n_points - 1].0 = "p0".to_owned();
+                    }
+                    // The first point refers to a step, known or not.
+                    points[0].1 = Some(unknown_at.unwrap_or(steps[0]));
+                    let steps_text: Vec<String> = steps
+                        .iter()
+                        .map(|id| format!(r#"{{"id":{id},"input":{input}}}"#))
+                        .collect();
+                    let points_text: Vec<String> = points
+                        .iter()
+                        .map(|(id, at)| match at {
+                            Some(at) => format!(r#"{{"id":"{id}","input_step_id":{at}}}"#),
+                            None => format!(r#"{{"id":"{id}","input":{input}}}"#),
+                        })
+                        .collect();
+                    let body = format!(
+                        r#"{{"run_id":"r","request_id":"q","kind":"failure","stage":{{"id":1,"goal":"g"}},"target_step_id":{target},"trajectory":[{}],"reinjection_points":[{}]}}"#,
+                        steps_text.join(","),
+                        points_text.join(",")
+                    );
+                    let expected = references_problem(steps, &points, target);
+                    let got = SpecializedCoachingRequest::from_slice(body.as_bytes());
+                    match (expected, &got) {
+                        (None, Ok(_)) => {}
+                        (Some(msg), Err(e)) => {
+                            let shown = e.to_string();
+                            assert!(shown.contains(msg), "{body}\nexpected {msg:?}, got {shown}");
+                        }
+                        _ => panic!("{body}\nexpected {expected:?}, got {got:?}"),
+                    }
+                    checked += 1;
+                }
+            }
+        }
+    }
+    assert_eq!(checked, trajectories.len() * 5 * 2 * 4);
+}

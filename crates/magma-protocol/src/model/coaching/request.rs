@@ -327,26 +327,56 @@ fn rules_issue(req: &SpecializedCoachingRequest) -> Option<Issue> {
 /// or point ids, a target step not in the trajectory, a point's
 /// `input_step_id` not in it.
 ///
-/// The ids are sorted rather than hashed: a trajectory holds tens of steps,
-/// and std's `HashSet` (SipHash, a random state made per set) cost a
-/// GEN-sized request 0.3% of its parse (`docs/performance.md`, run 22).
+/// GEN numbers its steps in order, and ids that increase along the
+/// trajectory are unique and sorted as they lie: they are looked up in the
+/// trajectory itself, and the few point ids compared with each other, with
+/// nothing allocated. Other trajectories' ids are copied and sorted rather
+/// than hashed: std's `HashSet` (SipHash, a random state made per set) cost
+/// a GEN-sized request 0.3% of its parse (`docs/performance.md`, run 22).
 fn rules_problem(req: &SpecializedCoachingRequest) -> Option<&'static str> {
-    let mut ids: Vec<i64> = req.trajectory.iter().map(|s| s.id).collect();
-    ids.sort_unstable();
-    let mut points: Vec<&str> = req.reinjection_points.iter().map(|p| p.id()).collect();
-    points.sort_unstable();
-    if has_repeats(&ids) || has_repeats(&points) {
+    let steps = &req.trajectory;
+    let in_order = steps
+        .windows(2)
+        .all(|w| w.first().map(|s| s.id) < w.get(1).map(|s| s.id));
+    let mut sorted = Vec::new();
+    if !in_order {
+        sorted.extend(steps.iter().map(|s| s.id));
+        sorted.sort_unstable();
+    }
+    if has_repeats(&sorted) || point_ids_repeat(&req.reinjection_points) {
         return Some("Step and reinjection point ids must be unique");
     }
-    let known = |id: &i64| ids.binary_search(id).is_ok();
-    if !known(&req.target_step_id) {
+    let known = |id: i64| {
+        if in_order {
+            steps.binary_search_by_key(&id, |s| s.id).is_ok()
+        } else {
+            sorted.binary_search(&id).is_ok()
+        }
+    };
+    if !known(req.target_step_id) {
         return Some("Target step is absent from trajectory");
     }
     let unknown = req
         .reinjection_points
         .iter()
-        .any(|p| p.input_step_id().is_some_and(|id| !known(&id)));
+        .any(|p| p.input_step_id().is_some_and(|id| !known(id)));
     unknown.then_some("Unknown reinjection input reference")
+}
+
+/// Points compared pair by pair up to this many; more are sorted.
+const POINTS_COMPARED_IN_PAIRS: usize = 8;
+
+/// `true` when two points share an id.
+fn point_ids_repeat(points: &[ReinjectionPoint]) -> bool {
+    if points.len() <= POINTS_COMPARED_IN_PAIRS {
+        return points
+            .iter()
+            .enumerate()
+            .any(|(i, p)| points.iter().take(i).any(|q| q.id() == p.id()));
+    }
+    let mut ids: Vec<&str> = points.iter().map(ReinjectionPoint::id).collect();
+    ids.sort_unstable();
+    has_repeats(&ids)
 }
 
 /// `true` when two neighbours of `sorted` are equal.
