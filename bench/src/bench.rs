@@ -1090,16 +1090,18 @@ struct Wrk {
     socket_errors: f64,
 }
 
-/// A median with the range it came from.
+/// A median with the range it came from (also `cargo xtask layouts`'s).
 #[derive(Debug, Clone, Copy)]
-struct Spread {
-    median: f64,
-    lo: f64,
-    hi: f64,
+pub struct Spread {
+    pub median: f64,
+    pub lo: f64,
+    pub hi: f64,
 }
 
 impl Spread {
-    fn of(mut v: Vec<f64>) -> Spread {
+    /// The median and range of the finite values of `v` (all `NaN` when
+    /// there are none).
+    pub fn of(mut v: Vec<f64>) -> Spread {
         v.retain(|x| x.is_finite());
         if v.is_empty() {
             return Spread {

@@ -29,6 +29,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use anyhow::{Context, Result, bail};
+use magma_bench::bench::Spread;
 use serde_json::Value;
 
 use crate::process::{cargo, target_dir};
@@ -218,21 +219,9 @@ fn compared(name: &str, control: &str) -> bool {
 /// control, one per run.
 type Layout = (Vec<Vec<f64>>, Vec<Vec<f64>>);
 
+/// The median of `v`.
 fn median(v: &[f64]) -> f64 {
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    let n = s.len();
-    if n % 2 == 1 {
-        s[n / 2]
-    } else {
-        (s[n / 2 - 1] + s[n / 2]) / 2.0
-    }
-}
-
-fn range(v: &[f64]) -> (f64, f64) {
-    let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
-    let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    (lo, hi)
+    Spread::of(v.to_vec()).median
 }
 
 /// The report of `runs` (every run prints the same figures, checked): per layout, each
@@ -310,18 +299,21 @@ fn report(runs: &[Run], what: &str) -> Result<String> {
         "\nover the layouts: median (range) of the layouts' medians"
     )?;
     for (j, name) in names.iter().enumerate() {
-        let m = per_seed(j, false);
-        let (lo, hi) = range(&m);
-        write!(out, "{name:>width$}: {:.4} ({lo:.4}-{hi:.4})", median(&m))?;
+        let m = Spread::of(per_seed(j, false));
+        write!(
+            out,
+            "{name:>width$}: {:.4} ({:.4}-{:.4})",
+            m.median, m.lo, m.hi
+        )?;
         if let Some(c) = control.filter(|c| compared(name, c)) {
             let d = per_seed(j, true);
-            let (dlo, dhi) = range(&d);
             let below = d.iter().filter(|x| **x < 0.0).count();
+            let layouts = d.len();
+            let d = Spread::of(d);
             write!(
                 out,
-                "   minus {c}: {:+.4} ({dlo:+.4} to {dhi:+.4}), below in {below} of {} layouts",
-                median(&d),
-                d.len()
+                "   minus {c}: {:+.4} ({:+.4} to {:+.4}), below in {below} of {layouts} layouts",
+                d.median, d.lo, d.hi
             )?;
         }
         writeln!(out)?;
