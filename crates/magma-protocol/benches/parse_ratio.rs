@@ -36,12 +36,14 @@
 //! run 20) steadies one build's figure but keeps one layout's luck.
 //!
 //! `--steps N` gives the coaching bodies `N` steps and the inference request
-//! `N + 2` inputs (50 and 52 by default): a cost paid once per document
-//! weighs five times more at 10 steps than at 50, one paid per step alike.
+//! `N + 2` inputs (50 and 52 by default; `--decisions` keeps its own): a
+//! cost paid once per document weighs five times more at 10 steps than at
+//! 50, one paid per step alike.
 //!
 //! `--heap-shift BYTES` allocates that many bytes before the bodies are
-//! made and keeps them: every later allocation (the bodies, what a parse
-//! allocates) then lies elsewhere relative to the pages and cache sets.
+//! made and keeps them: what is allocated after it (the bodies, what a
+//! parse allocates) then lies elsewhere relative to the pages and cache
+//! sets.
 //! Where data lies moves the figures too, by up to 5% at 10 steps, where the
 //! bodies are about the size at which the allocator maps them apart
 //! (docs/performance.md, run 24); `cargo xtask layouts` gives each layout a
@@ -522,7 +524,7 @@ fn main() {
             std::process::exit(2);
         }
     };
-    // Kept to the end: every later allocation lies after it.
+    // Kept to the end, so that what is allocated after it lies beyond it.
     let _shift = black_box(vec![0u8; o.heap_shift]);
     let variants = if o.decisions {
         dense_variants()
