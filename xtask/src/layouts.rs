@@ -234,8 +234,8 @@ fn report(runs: &[Run], what: &str) -> Result<String> {
     };
     let names: Vec<String> = first.figures.iter().map(|(n, _)| n.clone()).collect();
     for r in runs {
-        let these: Vec<&String> = r.figures.iter().map(|(n, _)| n).collect();
-        if these != names.iter().collect::<Vec<_>>() {
+        if !r.figures.iter().map(|(n, _)| n).eq(&names) {
+            let these: Vec<&String> = r.figures.iter().map(|(n, _)| n).collect();
             bail!(
                 "seed {} printed the figures {these:?}, the first run {names:?}",
                 r.seed

@@ -335,9 +335,7 @@ fn rules_issue(req: &SpecializedCoachingRequest) -> Option<Issue> {
 /// a GEN-sized request 0.3% of its parse (`docs/performance.md`, run 22).
 fn rules_problem(req: &SpecializedCoachingRequest) -> Option<&'static str> {
     let steps = &req.trajectory;
-    let in_order = steps
-        .windows(2)
-        .all(|w| w.first().map(|s| s.id) < w.get(1).map(|s| s.id));
+    let in_order = steps.is_sorted_by(|a, b| a.id < b.id);
     let mut sorted = Vec::new();
     if !in_order {
         sorted.extend(steps.iter().map(|s| s.id));
