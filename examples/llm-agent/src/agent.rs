@@ -17,8 +17,8 @@ use std::sync::Arc;
 use magma_server::magma_protocol::Number;
 use magma_server::magma_protocol::tools::ToolDescription;
 use magma_server::{
-    Agent, AgentDecision, AgentError, AgentInfo, AgentInput, Candidate, InstructionType, Json,
-    NonEmptyString, Object, Rejection, ToolCall, json,
+    Agent, AgentDecision, AgentError, AgentInfo, AgentInput, Candidate, InlineVec, InstructionType,
+    Json, NonEmptyString, Object, Rejection, ToolCall, json,
 };
 use tokio::sync::Semaphore;
 
@@ -261,7 +261,7 @@ impl Prompt {
             .and_then(Json::as_object)
             .ok_or_else(|| invalid("the provider's answer has no choices[0].message"))?;
         let say = message_text(message.get("content")).trim().to_owned();
-        let mut tool_calls = Vec::new();
+        let mut tool_calls = InlineVec::new();
         if let Some(calls) = message.get("tool_calls") {
             let calls = calls
                 .as_array()

@@ -8,6 +8,7 @@ mod errors;
 mod exchange;
 mod fixtures;
 mod hostile;
+mod inline_vec;
 mod public_corpus;
 mod regression;
 mod roundtrip;

@@ -108,11 +108,12 @@ fn decision(fault: Fault, input: &AgentInput) -> AgentDecision {
                 .to_owned();
             AgentDecision {
                 say: "On it!".to_owned(),
-                tool_calls: vec![ToolCall {
+                tool_calls: [ToolCall {
                     name: NonEmptyString::new(first_tool(input)).unwrap(),
                     arguments: Object::new(),
                     target_robot_name: NonEmptyString::new(robot).unwrap(),
-                }],
+                }]
+                .into(),
             }
         }
         _ => AgentDecision::say(format!("ok: {}", input.instruction.content)),
