@@ -8,7 +8,7 @@ use magma_protocol::coaching::{
 };
 use magma_protocol::{
     AgentDecision, AgentError, AgentInfo, AgentInput, AgentRequest, Candidate, InstructionType,
-    Json, NonEmptyString, Object, ToolCall, json,
+    Json, NonEmptyString, Object, ToolCall,
 };
 
 use crate::RequestContext;
@@ -53,20 +53,31 @@ use crate::coaching::{CoachError, CoachingContext};
 ///   `{"kind": "replace_say", "text": T}` is answered `say: T`, and one
 ///   whose payload is `{"kind": "replace_decision", "decision": D}` is
 ///   answered with exactly `D` (its say or its tool calls), without looking
-///   at the instruction; memory as above. Any other payload gives an
-///   `error` candidate with code `invalid_output`, the reason as message
-///   and the input memory unchanged.
+///   at the instruction; memory as above. Any other payload (another kind,
+///   or one that does not read, such as the wrapped `{"coaching": {...}}`)
+///   gives an `error` candidate with code `invalid_output`, the reason as
+///   message and the input memory unchanged.
 /// - **the coach** (`POST /v1/coaching`) answers `corrected` with one
-///   proposal per reinjection point, each
-///   `{"coaching": {"kind": "replace_say", "text": T}}`, where `T` is, for
-///   `format`, the demo's own well-formed answer to the point's input
-///   (`echo: <content>`), and for `failure` and `suboptimal` the
-///   diagnosis' `expected_decision`, else the stage's `hint`. Without
-///   either it answers `abandoned` with the reason.
+///   proposal per reinjection point, whose `extra_keys` is the payload
+///   itself (GEN re-injects it as `extra_keys.coaching`, see
+///   [`CoachingProposal`]): for `format`, `{"kind": "replace_decision",
+///   "decision": D}` with `D` the demo's own well-formed answer to the
+///   point's input (as above: a tool call for an `env` input with tools and
+///   robots, else `echo: <content>`); for `failure` and `suboptimal`,
+///   `{"kind": "replace_say", "text": T}` with `T` the diagnosis'
+///   `expected_decision`, else the stage's `hint`. Without either it answers
+///   `abandoned` with the reason. Re-injected, every proposal is answered
+///   with exactly the decision it asks for (the `coaching_resume` rule above).
 ///   `additional_info.delay_ms` (0 to [`MAX_DELAY_MS`](DemoAgent::MAX_DELAY_MS))
 ///   waits first, as a slow coach would; another value answers
 ///   `status: "error"`. Each answer records one log (`# Demo coach ...`),
 ///   returned when the session has `capture_logs: true`.
+///
+/// What this gives in the real programs: BENCH ends an episode whose stage
+/// needs an action `textual_hallucination` (the demo echoes the user), and a
+/// `failure` repair that only says is rejected again by GEN on such a stage;
+/// `format` repairs re-inject the demo's own answer. The demo shows the
+/// wire, not a policy.
 #[derive(Debug, Clone)]
 pub struct DemoAgent {
     info: AgentInfo,
@@ -221,23 +232,18 @@ fn demo_coach(
     };
     let mut proposals = Vec::with_capacity(request.reinjection_points().len());
     for point in request.reinjection_points() {
-        let text = match &text {
-            Some(text) => text.clone(),
-            None => {
-                let input = request.point_input(point);
-                match input {
-                    Some(input) => format!("echo: {}", input.instruction.content),
-                    None => {
-                        let reason =
-                            format!("reinjection point `{}` has no input to answer", point.id());
-                        return Ok(SpecializedCoachingResponse::abandoned(id, reason)?);
-                    }
+        let payload = match &text {
+            Some(text) => CoachingPayload::replace_say(text.as_str())?,
+            None => match request.point_input(point) {
+                Some(input) => CoachingPayload::replace_decision(decide(input))?,
+                None => {
+                    let reason =
+                        format!("reinjection point `{}` has no input to answer", point.id());
+                    return Ok(SpecializedCoachingResponse::abandoned(id, reason)?);
                 }
-            }
+            },
         };
-        let mut extra_keys = Object::new();
-        extra_keys.insert("coaching", json!({"kind": "replace_say", "text": text}));
-        proposals.push(CoachingProposal::new(point.id(), extra_keys));
+        proposals.push(CoachingProposal::new(point.id(), payload));
     }
     if proposals.is_empty() {
         let reason = "the request has no reinjection point to propose a correction for";
@@ -252,12 +258,13 @@ fn coached(payload: &Json) -> Result<AgentDecision, AgentError> {
     match CoachingPayload::from_json(payload) {
         Ok(CoachingPayload::ReplaceSay(say)) => Ok(AgentDecision::say(say.text.as_str())),
         Ok(CoachingPayload::ReplaceDecision(decision)) => Ok(decision),
-        // A payload kind this crate does not know yet.
+        // An agent's own kind (the demo has none), or one this crate does
+        // not know yet.
         Ok(other) => Err(AgentError::new(
             "invalid_output",
             format!(
-                "unsupported coaching payload {}",
-                Json::Object(other.to_object())
+                "the demo agent takes replace_say and replace_decision payloads, not `{}`",
+                other.kind()
             ),
         )
         .with_component("demo")),

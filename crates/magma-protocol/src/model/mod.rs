@@ -19,7 +19,7 @@ mod tests;
 pub use coaching::{
     CoachingBackendConfig, CoachingDiagnosis, CoachingError, CoachingKind, CoachingLog,
     CoachingPayload, CoachingProposal, CoachingSessionConfig, CoachingStage, CoachingStatus,
-    CoachingStep, InternalStep, InternalStepOrigin, ReinjectionPoint, ReplaceSay,
+    CoachingStep, CustomPayload, InternalStep, InternalStepOrigin, ReinjectionPoint, ReplaceSay,
     SpecializedCoachingRequest, SpecializedCoachingResponse,
 };
 pub use health::AgentHealth;

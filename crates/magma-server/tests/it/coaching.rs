@@ -14,8 +14,8 @@ use magma_server::magma_protocol::coaching::{
     SpecializedCoachingRequest, SpecializedCoachingResponse,
 };
 use magma_server::{
-    AgentDecision, AgentInfo, AgentInput, Candidate, CoachError, CoachingContext, Config, Json,
-    Object, Outcome, Rejection, json,
+    AgentDecision, AgentInfo, AgentInput, AgentOutput, AgentRequest, Candidate, CoachError,
+    CoachingContext, Config, Json, Object, Outcome, Rejection, json,
 };
 
 use crate::support::{Reply, TestServer, check_response, send, within};
@@ -161,7 +161,7 @@ impl magma_server::Agent for TestCoach {
             let mut keys = Object::new();
             keys.insert("coaching", json!({"kind": "replace_say", "text": "fixed"}));
             keys.insert("backends", Json::from(backends.join(",")));
-            CoachingProposal::new(point, keys)
+            CoachingProposal::raw(point, keys)
         };
         let own_log = || CoachingLog::new("failure", "own log").expect("log");
         match info.get("mode").and_then(Json::as_str).unwrap_or("") {
@@ -183,7 +183,7 @@ impl magma_server::Agent for TestCoach {
                 keys.insert("text", Json::from("b".repeat(n)));
                 Ok(SpecializedCoachingResponse::corrected(
                     id,
-                    vec![CoachingProposal::new("replacement", keys)],
+                    vec![CoachingProposal::raw("replacement", keys)],
                 )?)
             }
             "abandon" => Ok(SpecializedCoachingResponse::abandoned(id, "cannot fix")?
@@ -195,7 +195,7 @@ impl magma_server::Agent for TestCoach {
                 keys.insert("run_id", Json::from(context.run_id()));
                 Ok(SpecializedCoachingResponse::corrected(
                     id,
-                    vec![CoachingProposal::new("replacement", keys)],
+                    vec![CoachingProposal::raw("replacement", keys)],
                 )?)
             }
             _ => Ok(SpecializedCoachingResponse::corrected(
@@ -724,12 +724,26 @@ async fn graceful_shutdown_lets_a_coaching_request_finish() {
 async fn the_demo_coach_corrects_each_kind_and_abandons_when_it_cannot() {
     let server = TestServer::start(DemoAgent::new()).await;
     expect_204(&put(&server, "run-1", config("m", true)).await);
+    // Each proposal's extra_keys is the payload itself: GEN re-injects it as
+    // extra_keys.coaching (never wrapped in a `coaching` key of its own).
     let expectations = [
-        ("failure", ["Press sw0 now.", "Press sw0 now."]),
-        ("suboptimal", ["Press sw0 now.", "Press sw0 now."]),
-        ("format", ["echo: Press sw0.", "echo: {}"]),
+        (
+            "failure",
+            "replace_say",
+            ["Press sw0 now.", "Press sw0 now."],
+        ),
+        (
+            "suboptimal",
+            "replace_say",
+            ["Press sw0 now.", "Press sw0 now."],
+        ),
+        (
+            "format",
+            "replace_decision",
+            ["echo: Press sw0.", "echo: {}"],
+        ),
     ];
-    for (kind, texts) in expectations {
+    for (kind, payload_kind, texts) in expectations {
         let body = request("run-1", kind, kind, json!({}));
         let response = answered(&body, &coach(&server, &body).await);
         assert_eq!(response.status(), CoachingStatus::Corrected, "{kind}");
@@ -737,13 +751,10 @@ async fn the_demo_coach_corrects_each_kind_and_abandons_when_it_cannot() {
             .proposals()
             .iter()
             .map(|p| {
-                let payload = p.extra_keys.get("coaching").expect("coaching payload");
-                assert_eq!(payload.get("kind"), Some(&Json::from("replace_say")));
-                payload
-                    .get("text")
-                    .and_then(Json::as_str)
-                    .unwrap()
-                    .to_owned()
+                assert_eq!(p.extra_keys.get("coaching"), None, "{kind}: wrapped");
+                let payload = p.payload().expect("a payload the agent reads back");
+                assert_eq!(payload.kind(), payload_kind, "{kind}");
+                payload.decision().expect("a decision").say
             })
             .collect();
         assert_eq!(said, texts, "{kind}");
@@ -770,6 +781,72 @@ async fn the_demo_coach_corrects_each_kind_and_abandons_when_it_cannot() {
     let response = answered(&body, &coach(&server, &body).await);
     assert_eq!(response.status(), CoachingStatus::Error);
     assert!(response.reason().unwrap().contains("delay_ms"));
+}
+
+/// GEN's re-injection (`AgentCoachingManager._create_injected_node`, then
+/// `BaseAgentManager._send_coaching_pending`): the point's input, its
+/// `extra_keys` kept and `extra_keys["coaching"]` set to the proposal's
+/// `extra_keys`, `num_outputs` 1, ids the batch positions. The Python side
+/// drives GEN's own functions (`cargo xtask interop`); this is the same loop
+/// in the server's tests, one by one and batched.
+#[tokio::test]
+async fn the_demo_answers_its_own_proposals_reinjected_as_gen_does() {
+    let server = TestServer::start(DemoAgent::new()).await;
+    expect_204(&put(&server, "run-1", config("m", true)).await);
+    let mut reinjected = Vec::new();
+    for kind in ["failure", "suboptimal", "format"] {
+        let body = request("run-1", kind, kind, json!({}));
+        let request = SpecializedCoachingRequest::from_slice(body.as_bytes()).unwrap();
+        let response = answered(&body, &coach(&server, &body).await);
+        for proposal in response.proposals() {
+            let point = request
+                .reinjection_points()
+                .iter()
+                .find(|p| p.id() == proposal.reinjection_point_id)
+                .unwrap();
+            let mut input = request.point_input(point).unwrap().clone();
+            input.extra_keys.insert("delay_ms", Json::from(0u64));
+            input
+                .extra_keys
+                .insert("coaching", Json::Object(proposal.extra_keys.clone()));
+            input.num_outputs = 1.try_into().unwrap();
+            let asked = proposal.payload().unwrap().decision().unwrap();
+            reinjected.push((kind, input, asked));
+        }
+    }
+    assert_eq!(reinjected.len(), 6, "two points in each request");
+    let check = |kind: &str, candidate: &AgentOutput, asked: &AgentDecision| {
+        assert_eq!(
+            candidate.outcome,
+            Outcome::Completed(asked.clone()),
+            "{kind}: the proposed decision"
+        );
+    };
+    // One by one.
+    for (i, (kind, input, asked)) in reinjected.iter().enumerate() {
+        let mut input = input.clone();
+        input.id = 0;
+        let request = AgentRequest::new(format!("one-{i}"), vec![input]).unwrap();
+        let body = request.to_json_string();
+        let response = check_response(&body, &server.respond(body.clone()).await);
+        check(kind, &response[0], asked);
+    }
+    // Batched, as GEN sends its pending coached nodes.
+    let inputs = reinjected
+        .iter()
+        .enumerate()
+        .map(|(i, (_, input, _))| {
+            let mut input = input.clone();
+            input.id = i as i64;
+            input
+        })
+        .collect();
+    let request = AgentRequest::new("batch", inputs).unwrap();
+    let body = request.to_json_string();
+    let response = check_response(&body, &server.respond(body.clone()).await);
+    for (candidate, (kind, _, asked)) in response.iter().zip(&reinjected) {
+        check(kind, candidate, asked);
+    }
 }
 
 #[tokio::test]

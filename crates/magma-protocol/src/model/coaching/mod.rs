@@ -37,7 +37,7 @@
 //! let fix = ReplaceSay::new("Hello!").unwrap();
 //! let reply = SpecializedCoachingResponse::corrected(
 //!     "r1",
-//!     vec![CoachingProposal::new("p7", fix.to_object())],
+//!     vec![CoachingProposal::new("p7", fix)],
 //! ).unwrap();
 //! reply.validate_request(&request).unwrap();
 //! assert!(reply.to_json_string().contains(r#""status":"corrected""#));
@@ -133,7 +133,7 @@ mod session;
 mod step;
 
 pub use internal_step::{InternalStep, InternalStepBuilder, InternalStepOrigin};
-pub use payload::{CoachingPayload, ReplaceSay};
+pub use payload::{CoachingPayload, CustomPayload, ReplaceSay};
 pub use request::{CoachingKind, SpecializedCoachingRequest};
 pub use response::{CoachingLog, CoachingProposal, CoachingStatus, SpecializedCoachingResponse};
 pub use session::{CoachingBackendConfig, CoachingSessionConfig};
