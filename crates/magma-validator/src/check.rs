@@ -193,11 +193,15 @@ pub fn check_document(kind: DocumentKind, bytes: &[u8]) -> Report {
             }
         }
         DocumentKind::CoachingResponse => match SpecializedCoachingResponse::from_slice(bytes) {
-            Ok(_) => report.notes.push(
-                "whether the reply answers its request (request_id, reinjection point ids) \
-                 needs the request: give it with --request (or use `exchange --coaching`)"
-                    .to_owned(),
-            ),
+            Ok(response) => {
+                report.findings.extend(lint::coaching_response(&response));
+                report.notes.push(
+                    "whether the reply answers its request (request_id, reinjection point \
+                     ids) needs the request: give it with --request (or use `exchange \
+                     --coaching`)"
+                        .to_owned(),
+                );
+            }
             Err(e) => report.findings.extend(issue_findings(kind, &e)),
         },
         DocumentKind::CoachingSession => {
@@ -319,6 +323,9 @@ pub fn check_coaching_exchange(request: &[u8], response: &[u8]) -> Report {
         report
             .findings
             .extend(issue_findings(DocumentKind::CoachingResponse, e));
+    }
+    if let Ok(resp) = &resp {
+        report.findings.extend(lint::coaching_response(resp));
     }
     match (&req, &resp) {
         (Ok(req), Ok(resp)) => {

@@ -70,6 +70,12 @@ pub(crate) struct CoachingState {
     pub(crate) resume: bool,
     /// The run id of the session the probe opened, once open.
     pub(crate) run_id: Option<String>,
+    /// Every proposal of the agent's `corrected` repairs, with the request
+    /// it answered: `coaching/reinject` sends them back as GEN does.
+    pub(crate) proposals: Vec<(
+        magma_protocol::coaching::SpecializedCoachingRequest,
+        magma_protocol::coaching::CoachingProposal,
+    )>,
 }
 
 /// `Name: value` as a header, or why not.

@@ -421,6 +421,62 @@ fn coaching_documents_pass_check_when_valid() {
 }
 
 #[test]
+fn a_wrapped_proposal_warns_and_full_historys_shape_is_silent() {
+    // full-history's coach: the proposal's extra_keys is the payload itself.
+    let full_history = br#"{"request_id": "r1", "status": "corrected", "proposals": [
+        {"reinjection_point_id": "replacement", "extra_keys": {"kind": "replace_decision",
+         "decision": {"say": "", "tool_calls": [{"name": "press_button", "arguments": {"id": "sw1"},
+                                                 "target_robot_name": "panda"}]}}},
+        {"reinjection_point_id": "recovery", "extra_keys": {"kind": "replace_say", "text": "Done."}}]}"#;
+    let (exit, report) = json_report(&["check", "--kind", "coaching_response", "-"], full_history);
+    assert_eq!((exit, triples(&report)), (0, vec![]), "{report:#}");
+
+    let wrapped = br#"{"request_id": "r1", "status": "corrected", "proposals": [
+        {"reinjection_point_id": "replacement",
+         "extra_keys": {"coaching": {"kind": "replace_say", "text": "Done."}}},
+        {"reinjection_point_id": "recovery", "extra_keys": {"text": "Done."}},
+        {"reinjection_point_id": "other", "extra_keys": {"kind": "replace_decision",
+         "decision": {"say": "Done.", "tool_calls": [{"name": "n", "target_robot_name": "r"}]}}},
+        {"reinjection_point_id": "own", "extra_keys": {"kind": "retry_with_plan", "plan": 1}}]}"#;
+    let (exit, report) = json_report(&["check", "--kind", "coaching_response", "-"], wrapped);
+    assert_eq!(exit, 0, "lints are warnings: {report:#}");
+    assert_eq!(
+        triples(&report),
+        [
+            t("warning", "proposal_payload", "proposals[0].extra_keys"),
+            t("warning", "proposal_payload", "proposals[1].extra_keys"),
+            t("warning", "proposal_payload", "proposals[2].extra_keys"),
+        ]
+    );
+    let messages: Vec<&str> = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["message"].as_str().unwrap())
+        .collect();
+    assert!(
+        messages[0].contains("wraps its payload in a \"coaching\" key")
+            && messages[0].contains(
+                r#"GEN will send extra_keys.coaching = {"coaching": {"kind": "replace_say", "text": "Done."}}"#
+            ),
+        "{}",
+        messages[0]
+    );
+    assert!(messages[1].contains("has no \"kind\""), "{}", messages[1]);
+    assert!(
+        messages[2].contains("exactly one of a non-empty say or tool calls"),
+        "{}",
+        messages[2]
+    );
+    assert!(
+        report["findings"][0]["impact"]
+            .as_str()
+            .unwrap()
+            .contains("_create_injected_node")
+    );
+}
+
+#[test]
 fn a_coaching_reply_is_checked_against_its_request() {
     let dir = TempDir::new("coaching-exchange");
     let request = dir.file("request.json", COACHING_REQUEST.as_bytes());
@@ -436,7 +492,7 @@ fn a_coaching_reply_is_checked_against_its_request() {
     let good = dir.file(
         "good.json",
         br#"{"request_id": "r1", "status": "corrected",
-            "proposals": [{"reinjection_point_id": "replacement", "extra_keys": {}}]}"#,
+            "proposals": [{"reinjection_point_id": "replacement", "extra_keys": {"kind": "replace_say", "text": "hi"}}]}"#,
     );
     let exchange = |reply: &str| {
         json_report(
