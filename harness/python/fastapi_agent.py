@@ -33,8 +33,15 @@ replaced: `LMWorkerPool` (which would connect to the session's LLM backends) by 
 pool that refuses a session whose backend endpoint contains `unreachable` (so the 503 path
 is taken), and the coaching service by a stub that records one log through the request's
 worker (captured like an LLM call's log), honours `additional_info.delay_ms`, raises for
-`additional_info.fail`, and answers `corrected` with one `replace_say` proposal per
-reinjection point. `/v1/info` then advertises the three kinds.
+`additional_info.fail`, and answers `corrected` with one proposal per reinjection point in
+full-history's shape: `extra_keys` is the payload itself,
+`{"kind": "replace_decision", "decision": D}` with `D` this agent's own answer to the point's
+input. `/v1/info` then advertises the three kinds and `coaching_resume`, and
+`/v1/responses` applies `extra_keys.coaching` as full-history does: `replace_say` says the
+text, `replace_decision` makes the decision, without the echo rule; any other payload is an
+`invalid_output` error candidate with the input memory. `--wrap-proposals` is a deliberate
+fault for negative tests: the stub coach wraps each payload in a `coaching` key (GEN then
+re-injects `extra_keys.coaching.coaching`, which this agent refuses).
 """
 
 from __future__ import annotations
@@ -116,6 +123,24 @@ def decide(item: AgentInput) -> AgentDecision:
     return AgentDecision(say=f"echo: {content}", tool_calls=[])
 
 
+def coached(payload) -> AgentDecision | str:
+    """The decision an `extra_keys.coaching` payload asks for, or why it cannot be read."""
+    if not isinstance(payload, dict):
+        return "extra_keys.coaching is not an object"
+    kind = payload.get("kind")
+    if kind == "replace_say" and isinstance(payload.get("text"), str) and payload["text"]:
+        return AgentDecision(say=payload["text"], tool_calls=[])
+    if kind == "replace_decision":
+        try:
+            decision = AgentDecision.model_validate(payload.get("decision"))
+        except ValueError as error:
+            return f"invalid replace_decision payload: {error}"
+        if bool(decision.say) == bool(decision.tool_calls):
+            return "a replacement decision needs exactly one of a non-empty say or tool calls"
+        return decision
+    return f"unsupported coaching payload kind {kind!r}"
+
+
 def answer(request: AgentRequest, item: AgentInput, k: int) -> AgentOutput:
     memory = copy.deepcopy(item.memory)
     step = {
@@ -139,7 +164,22 @@ def answer(request: AgentRequest, item: AgentInput, k: int) -> AgentOutput:
                 code="echo_error", message="asked to fail with __error__", component="echo"
             ),
         )
-    decision = decide(item)
+    coaching = item.extra_keys.get("coaching")
+    if coaching is not None:
+        decision = coached(coaching)
+        if isinstance(decision, str):
+            return AgentOutput(
+                request_id=request.request_id,
+                source_id=item.id,
+                candidate_index=k,
+                status="error",
+                memory=memory,
+                internal_steps=[step],
+                output=None,
+                error=AgentError(code="invalid_output", message=decision, component="echo"),
+            )
+    else:
+        decision = decide(item)
     author = "USER" if item.instruction.type == "user" else "SYSTEM"
     history = list(memory.get("history", []))
     history.append({"author": author, "content": item.instruction.content})
@@ -179,6 +219,10 @@ class StubPool:
         self.backends = {}
 
 
+# `--wrap-proposals`: the deliberate fault of the negative tests.
+WRAP_PROPOSALS = False
+
+
 class StubCoach:
     """A coaching service over the request's worker, without a model."""
 
@@ -195,13 +239,17 @@ class StubCoach:
         self.worker.record(
             CoachingLog(coaching_type=request.kind, content=f"# Stub call\n\n{request.kind}\n")
         )
-        proposals = [
-            CoachingProposal(
-                reinjection_point_id=point.id,
-                extra_keys={"coaching": {"kind": "replace_say", "text": f"stub {point.id}"}},
+        proposals = []
+        for point in request.reinjection_points:
+            source = point.input
+            if source is None:
+                source = next(s.input for s in request.trajectory if s.id == point.input_step_id)
+            payload = {"kind": "replace_decision", "decision": decide(source).model_dump()}
+            if WRAP_PROPOSALS:
+                payload = {"coaching": payload}
+            proposals.append(
+                CoachingProposal(reinjection_point_id=point.id, extra_keys=payload)
             )
-            for point in request.reinjection_points
-        ]
         return SpecializedCoachingResponse(
             request_id=request.request_id, status="corrected", proposals=proposals
         )
@@ -242,6 +290,7 @@ def create_app(ready_after: float, coaching: bool = False) -> FastAPI:
                 agent_id=AGENT_ID,
                 agent_version=AGENT_VERSION,
                 specialized_coaching=["failure", "suboptimal", "format"],
+                coaching_resume=True,
                 capabilities={"inference": True, "coaching": True},
             )
         return AgentInfo(
@@ -294,8 +343,15 @@ def main() -> None:
         action="store_true",
         help="serve the coaching routes with magma-core's mount_coaching_routes",
     )
+    parser.add_argument(
+        "--wrap-proposals",
+        action="store_true",
+        help="a deliberate fault: the stub coach wraps each payload in a `coaching` key",
+    )
     parser.add_argument("--log-level", default="warning")
     args = parser.parse_args()
+    global WRAP_PROPOSALS
+    WRAP_PROPOSALS = args.wrap_proposals
     if bool(args.ssl_certfile) != bool(args.ssl_keyfile):
         parser.error("--ssl-certfile and --ssl-keyfile go together")
     if args.ssl_client_ca and not args.ssl_certfile:

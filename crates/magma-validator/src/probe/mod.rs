@@ -544,6 +544,12 @@ impl Check {
         }
     }
 
+    /// Drops the findings with `code` (a lint that only repeats what the
+    /// check itself reports).
+    pub(crate) fn drop_code(&mut self, code: &str) {
+        self.findings.retain(|f| f.code != code);
+    }
+
     /// Prefixes the messages of the findings that follow (`step 2`), for
     /// checks that send several requests.
     pub(crate) fn context(&mut self, context: impl Into<String>) {
