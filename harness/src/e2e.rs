@@ -105,6 +105,10 @@ const GEN_INSTRUCTION: &str = "Please press sw1 then sw3";
 const WRONG_BUTTON: &str = "sw9";
 /// The model name the scripted provider answers as.
 const MODEL: &str = "scripted-press-button";
+/// The project's exporter package for GEN (issue 33), relative to the
+/// repository, and the name it registers in `magma.export.gen`.
+const EXPORTER_PACKAGE: &str = "python/magma-rs-export";
+const EXPORTER: &str = "magma-rs";
 /// GEN's stall watchdog in these runs, in seconds.
 const GEN_STALL_TIMEOUT_SECS: &str = "90";
 /// Longest run of one program.
@@ -903,41 +907,64 @@ impl Stack {
         }
     }
 
+    /// The hook of issue 33: GEN's `export` of the llm-agent run through
+    /// the project's exporter package (`python/magma-rs-export`, entry
+    /// point `magma-rs` of group `magma.export.gen`), skipped while the
+    /// repository has no such package.
     fn gen_export(&self, name: &'static str, run: Option<&Path>) -> Result<Outcome> {
-        // The exporter is looked up as GEN does: an entry point of group
-        // magma.export.gen.
-        let mut cmd = python::command(&self.python);
-        cmd.arg("-c").arg(
-            "from importlib.metadata import entry_points; \
-             print(' '.join(sorted(e.name for e in entry_points(group='magma.export.gen'))))",
-        );
-        let output = python::run(&mut cmd)?;
-        let exporters = String::from_utf8_lossy(&output.stdout).trim().to_owned();
-        let ours = exporters
-            .split_whitespace()
-            .find(|e| e.contains("magma") && (e.contains("rs") || e.contains("llm")));
-        let Some(exporter) = ours else {
+        let package = self.root.join(EXPORTER_PACKAGE);
+        if !package.join("pyproject.toml").is_file() {
             return Ok(Outcome::Skipped(format!(
-                "the project's exporter (issue 33) is not installed in the venv: entry points of \
-                 magma.export.gen: [{exporters}]"
+                "the project's exporter ({EXPORTER_PACKAGE}, issue 33) is not in this repository \
+                 yet: GEN's `export --agent {EXPORTER}` would answer \"Unknown exporter\""
             )));
-        };
+        }
         let Some(run) = run else {
             return Ok(Outcome::Failed(
-                "gen-llm-coaching did not pass: no GEN run to export".to_owned(),
+                "gen-llm-coaching did not pass: no GEN run of llm-agent to export".to_owned(),
             ));
         };
+        let mut install = python::command(&self.python);
+        install
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--no-deps",
+                "--force-reinstall",
+            ])
+            .arg(&package)
+            .env("PIP_DISABLE_PIP_VERSION_CHECK", "1");
+        python::run(&mut install).context("installing the project's exporter into the venv")?;
         let mut cmd = self.python_cmd();
         cmd.args(["-m", "magma_gen", "export"])
             .arg(run)
-            .args(["--agent", exporter]);
+            .args(["--agent", EXPORTER])
+            .env("MAGMA_RS_EXPORT_BINARY", self.bin.join("llm-agent"));
+        eprintln!(
+            "xtask e2e: {name}: magma-gen export {} --agent {EXPORTER}",
+            run.display()
+        );
         let status = self.program(name, cmd, || {})?;
-        if status.success() {
-            Ok(Outcome::Passed(format!("exported with {exporter}")))
-        } else {
-            Ok(Outcome::Failed(format!(
+        if !status.success() {
+            return Ok(Outcome::Failed(format!(
                 "magma-gen export exited with {status}: {}",
                 last_lines(&self.log_path(name, "err"), 6)
+            )));
+        }
+        let manifest = run.join("datasets").join("export_manifest.json");
+        let text = fs::read_to_string(&manifest).unwrap_or_default();
+        let value: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+        if value["complete"] == Value::Bool(true) {
+            Ok(Outcome::Passed(format!(
+                "datasets and {} written through the exporter {EXPORTER}",
+                manifest.display()
+            )))
+        } else {
+            Ok(Outcome::Failed(format!(
+                "magma-gen export exited 0 but {} is missing or not complete",
+                manifest.display()
             )))
         }
     }
@@ -1249,11 +1276,26 @@ fn graph_nodes(graphs: &[PathBuf]) -> Result<Vec<Value>> {
         .collect()
 }
 
+/// What GEN recorded of a candidate's tool calls, robot by robot
+/// (`execution.per_robot_status`: `result`, `error_flag`, `mess`).
+fn robot_statuses(candidate: &Value) -> &[Value] {
+    candidate["execution"]["per_robot_status"]
+        .as_array()
+        .map_or(&[], Vec::as_slice)
+}
+
 /// Whether a candidate's execution reported a failed tool call.
 fn execution_failed(candidate: &Value) -> bool {
-    candidate["execution"]["execution_results"]
-        .as_array()
-        .is_some_and(|r| r.iter().any(|e| e["error_flag"] == Value::Bool(true)))
+    robot_statuses(candidate).iter().any(|r| {
+        r["result"] == Value::Bool(false) || r["error_flag"].as_str().is_some_and(|f| f != "none")
+    })
+}
+
+/// Whether every tool call of a candidate was executed and succeeded.
+fn execution_succeeded(candidate: &Value) -> bool {
+    candidate["execution_finished"] == Value::Bool(true)
+        && !robot_statuses(candidate).is_empty()
+        && !execution_failed(candidate)
 }
 
 /// Whether, in GEN's saved graph, a coached candidate executed its
@@ -1287,24 +1329,17 @@ fn coached_branch_advances(situations: &[Value]) -> Result<String, String> {
         let calls = candidate["output"]["tool_calls"]
             .as_array()
             .map_or(0, Vec::len);
-        let executed =
-            candidate["execution_finished"] == Value::Bool(true) && !execution_failed(candidate);
-        if candidate["response_status"] != "completed" || calls == 0 || !executed {
+        if candidate["response_status"] != "completed"
+            || calls == 0
+            || !execution_succeeded(candidate)
+        {
             seen.push(format!(
-                "candidate {id}: {} with {calls} tool call(s), status {}, execution_finished {}",
-                candidate["response_status"], candidate["status"], candidate["execution_finished"]
+                "candidate {id}: {} with {calls} tool call(s), status {}, execution {}",
+                candidate["response_status"], candidate["status"], candidate["execution"]
             ));
             continue;
         }
         let stage = candidate["stage_id"].as_i64().unwrap_or(-1);
-        let ended_stage = matches!(candidate["status"].as_str(), Some("optimal" | "suboptimal"));
-        if stage > failed_stage || (stage == failed_stage && ended_stage) {
-            return Ok(format!(
-                "coached candidate {id} (stage {stage}, status {}) executed {} and the task \
-                 advanced past stage {failed_stage}, where a model candidate failed",
-                candidate["status"], candidate["output"]["tool_calls"][0]
-            ));
-        }
         // Follow the branch: the situations after this candidate.
         let mut pending: Vec<&Value> = next_situations(candidate, &by_id);
         let mut hops = 0;
@@ -1318,10 +1353,14 @@ fn coached_branch_advances(situations: &[Value]) -> Result<String, String> {
                 .is_some_and(|s| s > failed_stage)
             {
                 return Ok(format!(
-                    "coached candidate {id} (stage {stage}) executed {} and its branch reached \
-                     situation {} of stage {}, past stage {failed_stage} where a model \
-                     candidate failed",
-                    candidate["output"]["tool_calls"][0], situation["id"], situation["stage_id"]
+                    "coached candidate {id} (stage {stage}, status {}) executed {} ({}) and its \
+                     branch reached situation {} of stage {}, past stage {failed_stage} where a \
+                     model candidate failed",
+                    candidate["status"],
+                    candidate["output"]["tool_calls"][0],
+                    robot_statuses(candidate)[0]["mess"],
+                    situation["id"],
+                    situation["stage_id"]
                 ));
             }
             for next in situation["candidates"].as_array().into_iter().flatten() {
@@ -1359,4 +1398,181 @@ fn gen_exit_line(out: &str) -> String {
         .rev()
         .find(|l| l.contains("EXIT |"))
         .map_or_else(|| "no EXIT line".to_owned(), |l| l.trim().to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// A situation as GEN 2.0.0 saves it (trimmed to what the check reads).
+    fn situation(id: i64, stage: i64, candidates: Value) -> Value {
+        json!({"id": id, "stage_id": stage, "parent_id": null, "input": {}, "candidates": candidates})
+    }
+
+    fn candidate(
+        id: i64,
+        origin: &str,
+        status: &str,
+        button: &str,
+        ok: bool,
+        next: &[i64],
+    ) -> Value {
+        let links: Vec<Value> = next
+            .iter()
+            .map(|n| json!({"situation_id": n, "kind": "next"}))
+            .collect();
+        json!({
+            "id": id, "stage_id": 0, "origin": origin, "response_status": "completed",
+            "status": status, "execution_finished": true, "links": links,
+            "output": {"say": "", "tool_calls": [
+                {"name": "push_button", "arguments": {"obj_name": button}, "target_robot_name": "panda"}]},
+            "execution": {"per_robot_status": [{"robot_name": "panda", "result": ok,
+                "error_flag": if ok { "none" } else { "bad_call" }, "mess": "m"}]},
+        })
+    }
+
+    #[test]
+    fn a_coached_branch_that_reaches_the_next_stage_passes() {
+        let graph = [
+            situation(
+                0,
+                0,
+                json!([candidate(1, "model", "error", "sw9", false, &[])]),
+            ),
+            situation(
+                2,
+                0,
+                json!([candidate(2, "coaching", "optimal", "btn1", true, &[4])]),
+            ),
+            situation(4, 1, json!([])),
+        ];
+        let ok = coached_branch_advances(&graph).unwrap();
+        assert!(ok.contains("coached candidate 2"), "{ok}");
+        assert!(ok.contains("situation 4 of stage 1"), "{ok}");
+    }
+
+    #[test]
+    fn a_coached_branch_that_stays_or_fails_does_not_pass() {
+        // The coached call failed too.
+        let graph = [
+            situation(
+                0,
+                0,
+                json!([candidate(1, "model", "error", "sw9", false, &[])]),
+            ),
+            situation(
+                2,
+                0,
+                json!([candidate(2, "coaching", "error", "sw8", false, &[4])]),
+            ),
+            situation(4, 1, json!([])),
+        ];
+        let why = coached_branch_advances(&graph).unwrap_err();
+        assert!(why.contains("candidate 2"), "{why}");
+        // It succeeded but its branch never left the stage.
+        let graph = [
+            situation(
+                0,
+                0,
+                json!([candidate(1, "model", "error", "sw9", false, &[])]),
+            ),
+            situation(
+                2,
+                0,
+                json!([candidate(2, "coaching", "optimal", "btn1", true, &[])]),
+            ),
+        ];
+        assert!(coached_branch_advances(&graph).is_err());
+        // No coaching at all; no failure at all.
+        let graph = [situation(
+            0,
+            0,
+            json!([candidate(1, "model", "error", "sw9", false, &[])]),
+        )];
+        assert!(
+            coached_branch_advances(&graph)
+                .unwrap_err()
+                .contains("no coached")
+        );
+        let graph = [situation(
+            0,
+            0,
+            json!([candidate(1, "model", "optimal", "btn1", true, &[])]),
+        )];
+        assert!(
+            coached_branch_advances(&graph)
+                .unwrap_err()
+                .contains("did not fail")
+        );
+    }
+
+    fn wire(lines: &[Value]) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("magma-e2e-test-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(format!("wire-{}.jsonl", lines.len()));
+        let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        fs::write(&path, text).unwrap();
+        path
+    }
+
+    fn exchange(payload: Value, answer: Value) -> Value {
+        json!({"path": "/v1/responses", "status": 200,
+               "request": {"request_id": "r", "inputs": [
+                   {"id": 7, "instruction": {"type": "user", "content": "x"}, "num_outputs": 1,
+                    "extra_keys": {"coaching": payload}}]},
+               "response": [answer]})
+    }
+
+    #[test]
+    fn reinjected_candidates_must_make_the_proposed_decision() {
+        let decision = json!({"say": "", "tool_calls": [
+            {"name": "push_button", "arguments": {"obj_name": "btn1"}, "target_robot_name": "panda"}]});
+        let payload = json!({"kind": "replace_decision", "decision": decision});
+        let coaching = json!({"path": "/v1/coaching", "status": 200, "request": {},
+                              "response": {"status": "corrected"}});
+        let good = exchange(
+            payload.clone(),
+            json!({"source_id": 7, "status": "completed", "output": decision}),
+        );
+        let check = check_reinjections(&wire(&[coaching.clone(), good])).unwrap();
+        assert_eq!((check.coaching_requests, check.reinjected), (1, 1));
+        assert!(check.problems.is_empty(), "{:?}", check.problems);
+
+        // Another decision, an error, a wrapped payload: each a problem.
+        let other = exchange(
+            payload.clone(),
+            json!({"source_id": 7, "status": "completed", "output": {"say": "hi", "tool_calls": []}}),
+        );
+        let error = exchange(
+            payload,
+            json!({"source_id": 7, "status": "error", "output": null,
+                   "error": {"code": "invalid_output", "message": "m"}}),
+        );
+        let wrapped = exchange(
+            json!({"coaching": {"kind": "replace_say", "text": "t"}}),
+            json!({"source_id": 7, "status": "completed", "output": {"say": "t"}}),
+        );
+        let check = check_reinjections(&wire(&[coaching, other, error, wrapped])).unwrap();
+        assert_eq!(check.reinjected, 3);
+        assert_eq!(check.problems.len(), 3, "{:?}", check.problems);
+        assert!(
+            check.problems[2].contains("no `kind`"),
+            "{:?}",
+            check.problems
+        );
+    }
+
+    #[test]
+    fn progress_logs_compare_without_their_clock() {
+        let a = b"2026-12-06T02:46:13 | INFO | EPISODE_COMPLETED success=False duration_seconds=3.364 reason=x";
+        let b = b"2026-12-06T02:46:28 | INFO | EPISODE_COMPLETED success=False duration_seconds=3.221 reason=x";
+        let c = b"2026-12-06T02:46:28 | INFO | EPISODE_COMPLETED success=True duration_seconds=3.221 reason=x";
+        assert_eq!(without_clock(a), without_clock(b));
+        assert_ne!(without_clock(a), without_clock(c));
+        assert_eq!(
+            episode_outcome(std::str::from_utf8(c).unwrap()),
+            "success=True reason=x"
+        );
+    }
 }
