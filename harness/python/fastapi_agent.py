@@ -3,7 +3,7 @@
 magma-core 2.0.1 models. `cargo xtask interop` runs it and points the Rust client
 (harness/src/bin/interop-client.rs) at it, over HTTP and HTTPS.
 
-    python fastapi_agent.py --port 8888 [--ready-after 2.0]
+    python fastapi_agent.py --port 8888 [--ready-after 2.0] [--no-internal-steps]
         [--ssl-certfile cert.pem --ssl-keyfile key.pem [--ssl-client-ca ca.pem]]
 
 Behaviour (deterministic, echo-style):
@@ -78,6 +78,9 @@ from magma_core.protocol.agent_coaching import (
 )
 
 AGENT_ID = "fastapi-echo-agent"
+# --no-internal-steps: candidates carry no internal steps, as magma-server's demo agent
+# (`cargo xtask e2e` compares the BENCH results of both).
+INTERNAL_STEPS = True
 AGENT_VERSION = "0.1.0"
 NOT_READY = "Models are not ready"
 
@@ -158,7 +161,7 @@ def answer(request: AgentRequest, item: AgentInput, k: int) -> AgentOutput:
             candidate_index=k,
             status="error",
             memory=memory,
-            internal_steps=[step],
+            internal_steps=[step] if INTERNAL_STEPS else [],
             output=None,
             error=AgentError(
                 code="echo_error", message="asked to fail with __error__", component="echo"
@@ -174,7 +177,7 @@ def answer(request: AgentRequest, item: AgentInput, k: int) -> AgentOutput:
                 candidate_index=k,
                 status="error",
                 memory=memory,
-                internal_steps=[step],
+                internal_steps=[step] if INTERNAL_STEPS else [],
                 output=None,
                 error=AgentError(code="invalid_output", message=decision, component="echo"),
             )
@@ -194,7 +197,7 @@ def answer(request: AgentRequest, item: AgentInput, k: int) -> AgentOutput:
         candidate_index=k,
         status="completed",
         memory=memory,
-        internal_steps=[step],
+        internal_steps=[step] if INTERNAL_STEPS else [],
         output=decision,
         error=None,
     )
@@ -348,10 +351,16 @@ def main() -> None:
         action="store_true",
         help="a deliberate fault: the stub coach wraps each payload in a `coaching` key",
     )
+    parser.add_argument(
+        "--no-internal-steps",
+        action="store_true",
+        help="answer without internal_steps, as magma-server's demo agent does",
+    )
     parser.add_argument("--log-level", default="warning")
     args = parser.parse_args()
-    global WRAP_PROPOSALS
+    global WRAP_PROPOSALS, INTERNAL_STEPS
     WRAP_PROPOSALS = args.wrap_proposals
+    INTERNAL_STEPS = not args.no_internal_steps
     if bool(args.ssl_certfile) != bool(args.ssl_keyfile):
         parser.error("--ssl-certfile and --ssl-keyfile go together")
     if args.ssl_client_ca and not args.ssl_certfile:

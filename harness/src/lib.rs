@@ -8,6 +8,7 @@
 
 pub mod conformance;
 pub mod deploy;
+pub mod e2e;
 pub mod interop;
 pub mod process;
 pub mod python;

@@ -42,6 +42,12 @@ use crate::coaching::{CoachError, CoachingContext};
 /// builds any candidate, instead of building an answer the server would
 /// replace by a `500`.
 ///
+/// Under the real programs (`cargo xtask e2e`, the repository's
+/// `docs/e2e.md`), BENCH's episodes end `textual_hallucination`: BENCH's
+/// first input is the `user` instruction, which the demo echoes, so its
+/// tool-call path is never reached. GEN without coaching saves a graph of
+/// echo answers.
+///
 /// # Coaching
 ///
 /// Unless built [`without_coaching`](DemoAgent::without_coaching), the demo

@@ -10,17 +10,27 @@
 //! - `extra_keys.inference_mode: true` asks for deterministic decoding
 //!   (temperature 0, a fixed seed), otherwise sampling;
 //! - provider failures become error candidates with stable codes, the input's
-//!   memory and an `internal_steps` record of the prompt and the raw output.
+//!   memory and an `internal_steps` record of the prompt and the raw output;
+//! - an input GEN re-injects with a coaching payload in
+//!   `extra_keys.coaching` (`replace_decision` or `replace_say`) is answered
+//!   with exactly that decision, without a model call; the coach that
+//!   proposes them is in [`crate::coach`].
 
 use std::sync::Arc;
 
 use magma_server::magma_protocol::Number;
+use magma_server::magma_protocol::coaching::{
+    CoachingKind, SpecializedCoachingRequest, SpecializedCoachingResponse,
+};
 use magma_server::magma_protocol::tools::ToolDescription;
 use magma_server::{
-    Agent, AgentDecision, AgentError, AgentInfo, AgentInput, Candidate, InlineVec, InstructionType,
-    Json, NonEmptyString, Object, Rejection, ToolCall, json,
+    Agent, AgentDecision, AgentError, AgentInfo, AgentInput, Candidate, CoachError,
+    CoachingContext, InlineVec, InstructionType, Json, NonEmptyString, Object, Rejection, ToolCall,
+    json,
 };
-use tokio::sync::Semaphore;
+use tokio::sync::{AcquireError, OwnedSemaphorePermit, Semaphore};
+
+use crate::coach;
 
 use crate::provider::{Exchange, Failure, Provider};
 
@@ -58,18 +68,43 @@ impl LlmAgent {
     pub(crate) fn provider(&self) -> &Provider {
         &self.provider
     }
+
+    pub(crate) fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// A provider-call slot (see [`LlmAgent::new`]).
+    pub(crate) async fn slot(&self) -> Result<OwnedSemaphorePermit, AcquireError> {
+        Arc::clone(&self.slots).acquire_owned().await
+    }
 }
 
 impl Agent for LlmAgent {
     fn info(&self) -> AgentInfo {
-        let mut info = AgentInfo::new("llm-agent", env!("CARGO_PKG_VERSION"));
-        info.capabilities.insert("coaching", false);
-        info.coaching_unavailable_reason = Some("llm-agent does not coach".to_owned());
-        info
+        AgentInfo::new("llm-agent", env!("CARGO_PKG_VERSION"))
+    }
+
+    fn coaching_kinds(&self) -> &[CoachingKind] {
+        coach::KINDS
+    }
+
+    fn coaching_resume(&self) -> bool {
+        true
+    }
+
+    async fn coach(
+        &self,
+        request: &SpecializedCoachingRequest,
+        context: &CoachingContext,
+    ) -> Result<SpecializedCoachingResponse, CoachError> {
+        self.coach_request(request, context).await
     }
 
     async fn respond(&self, input: &AgentInput) -> Result<Vec<Candidate>, Rejection> {
         check_input(input)?;
+        if let Some(coached) = coach::reinjected(input) {
+            return Ok(reinjected_candidates(input, coached));
+        }
         let prompt = Prompt::new(input, &self.settings);
         let payload = Arc::new(prompt.payload.to_json_string());
         // Start every candidate's call (each waits for a slot), then collect
@@ -107,6 +142,36 @@ impl Agent for LlmAgent {
     }
 }
 
+/// The candidates of a re-injected input: each exactly the payload's
+/// decision, or an `invalid_output` error for an invalid payload.
+fn reinjected_candidates(
+    input: &AgentInput,
+    coached: Result<AgentDecision, String>,
+) -> Vec<Candidate> {
+    (0..input.num_outputs.get())
+        .map(|k| {
+            let mut step = Object::new();
+            step.insert("id", Json::from(format!("llm-{k}")));
+            step.insert("component", Json::from(COMPONENT));
+            step.insert("origin", Json::from("coaching"));
+            step.insert(
+                "input_elements",
+                json!({"coaching": input.extra_keys.get("coaching").cloned().unwrap_or(Json::Null)}),
+            );
+            match &coached {
+                Ok(decision) => Candidate::new(remembered(input, decision), decision.clone())
+                    .with_step(step),
+                Err(why) => Candidate::new(
+                    input.memory.clone(),
+                    AgentError::new("invalid_output", format!("invalid coaching payload: {why}"))
+                        .with_component(COMPONENT),
+                )
+                .with_step(step),
+            }
+        })
+        .collect()
+}
+
 /// Agent-specific checks, answered 422 as the reference agents do.
 fn check_input(input: &AgentInput) -> Result<(), Rejection> {
     if let Some(history) = input.memory.get("history") {
@@ -138,14 +203,14 @@ fn check_input(input: &AgentInput) -> Result<(), Rejection> {
 }
 
 /// One input's prompt: the provider payload and what the answer may name.
-struct Prompt {
-    payload: Json,
+pub(crate) struct Prompt {
+    pub(crate) payload: Json,
     tools: Vec<String>,
     robots: Vec<String>,
 }
 
 impl Prompt {
-    fn new(input: &AgentInput, settings: &Settings) -> Prompt {
+    pub(crate) fn new(input: &AgentInput, settings: &Settings) -> Prompt {
         let robots: Vec<String> = input
             .known_robots()
             .into_iter()
@@ -249,7 +314,7 @@ impl Prompt {
 
     /// The decision in a chat completions answer: text becomes `say`, tool
     /// calls become [`ToolCall`]s on the robot of their `target_robot`.
-    fn decision(&self, body: &str) -> Result<AgentDecision, Failure> {
+    pub(crate) fn decision(&self, body: &str) -> Result<AgentDecision, Failure> {
         let invalid = |why: &str| Failure::new("invalid_response", why.to_owned());
         let answer = Json::from_slice(body.as_bytes())
             .map_err(|e| invalid(&format!("the provider's answer is not JSON: {e}")))?;

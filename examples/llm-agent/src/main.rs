@@ -14,6 +14,7 @@ use clap::{CommandFactory, FromArgMatches, Parser};
 use magma_server::cli::{AFTER_HELP, ServerArgs, run_with_loading, version_string};
 
 mod agent;
+mod coach;
 mod provider;
 
 use agent::{LlmAgent, Settings};

@@ -8,7 +8,9 @@
 use std::time::Duration;
 
 use magma_client::http::StatusCode;
-use magma_client::http::header::{AUTHORIZATION, HeaderValue, RETRY_AFTER};
+use magma_client::http::header::{
+    AUTHORIZATION, CONTENT_TYPE, HeaderName, HeaderValue, RETRY_AFTER,
+};
 use magma_client::{Client, RawRequest, RawResponse};
 
 /// Longest pause between two attempts.
@@ -19,6 +21,8 @@ const MAX_BACKOFF: Duration = Duration::from_secs(8);
 pub(crate) struct Provider {
     client: Client,
     authorization: Option<HeaderValue>,
+    /// Further headers of every call (a coaching backend's `headers`).
+    headers: Vec<(HeaderName, HeaderValue)>,
     max_retries: u32,
     backoff: Duration,
 }
@@ -90,6 +94,7 @@ impl Provider {
         Ok(Provider {
             client,
             authorization,
+            headers: Vec::new(),
             max_retries,
             backoff,
         })
@@ -99,7 +104,27 @@ impl Provider {
         self.client.base_url()
     }
 
+    /// The same provider, sending `headers` with every call too.
+    pub(crate) fn with_headers(mut self, headers: &[(&str, &str)]) -> Result<Provider, String> {
+        for (name, value) in headers {
+            let name = HeaderName::from_bytes(name.as_bytes())
+                .map_err(|_| format!("header name {name:?} is not valid"))?;
+            // Every call is JSON and says so already.
+            if name == CONTENT_TYPE {
+                continue;
+            }
+            let value = HeaderValue::from_str(value).map_err(|_| {
+                format!("header {name}: the value holds characters a header cannot carry")
+            })?;
+            self.headers.push((name, value));
+        }
+        Ok(self)
+    }
+
     fn authorized(&self, mut request: RawRequest) -> RawRequest {
+        for (name, value) in &self.headers {
+            request = request.header(name.clone(), value.clone());
+        }
         if let Some(value) = &self.authorization {
             request = request.header(AUTHORIZATION, value.clone());
         }

@@ -9,7 +9,11 @@ use std::process::ExitCode;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use super::{ServerArgs, parse_args_for, serve_program, shutdown_signal};
+use crate::coaching::{CoachError, CoachingContext};
 use crate::{Agent, AgentInput, AgentRequest, Candidate, Readiness, ReadyFlag, Rejection, Server};
+use magma_protocol::coaching::{
+    CoachingKind, CoachingSessionConfig, SpecializedCoachingRequest, SpecializedCoachingResponse,
+};
 
 /// What `/health` says while the start-up work runs.
 const STARTING: &str = "Models are not ready (the agent is starting)";
@@ -183,5 +187,39 @@ impl<A: Agent> Agent for Gated<A> {
         request: &AgentRequest,
     ) -> impl Future<Output = Result<Vec<Vec<Candidate>>, Rejection>> + Send {
         self.agent.respond_batch(request)
+    }
+
+    // The coaching extension passes the gate as it is: an agent served
+    // with `run_with_loading` coaches as it would served directly.
+    fn coaching_kinds(&self) -> &[CoachingKind] {
+        self.agent.coaching_kinds()
+    }
+
+    fn coaching_resume(&self) -> bool {
+        self.agent.coaching_resume()
+    }
+
+    fn open_coaching_session(
+        &self,
+        run_id: &str,
+        config: &CoachingSessionConfig,
+    ) -> impl Future<Output = Result<(), CoachError>> + Send {
+        self.agent.open_coaching_session(run_id, config)
+    }
+
+    fn coach(
+        &self,
+        request: &SpecializedCoachingRequest,
+        context: &CoachingContext,
+    ) -> impl Future<Output = Result<SpecializedCoachingResponse, CoachError>> + Send {
+        self.agent.coach(request, context)
+    }
+
+    fn close_coaching_session(
+        &self,
+        run_id: &str,
+        config: &CoachingSessionConfig,
+    ) -> impl Future<Output = ()> + Send {
+        self.agent.close_coaching_session(run_id, config)
     }
 }

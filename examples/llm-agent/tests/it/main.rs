@@ -2,6 +2,7 @@
 //! provider written in the test (`fake.rs`), called with magma-client and
 //! probed with magma-validate's suite.
 
+mod coach;
 mod fake;
 
 use std::io::{BufRead, BufReader};
