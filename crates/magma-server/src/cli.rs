@@ -72,6 +72,14 @@ pub struct ServerArgs {
           value_parser = positive_usize)]
     pub max_coaching_sessions: usize,
 
+    /// Bytes all open coaching sessions may hold together (each counts its configuration's compact JSON); a PUT of a new one that does not fit gets 503
+    #[arg(env = "MAGMA_SERVER_MAX_COACHING_SESSION_BYTES", long, value_name = "N", default_value_t = Config::DEFAULT_MAX_COACHING_SESSION_BYTES)]
+    pub max_coaching_session_bytes: u64,
+
+    /// Seconds a coaching session may go without a request before it is closed as if deleted (a crashed run never sends DELETE); 0: never
+    #[arg(env = "MAGMA_SERVER_COACHING_SESSION_IDLE_SECS", long, value_name = "SECS", default_value_t = Config::DEFAULT_COACHING_SESSION_IDLE_TIMEOUT.as_secs())]
+    pub coaching_session_idle_secs: u64,
+
     /// Seconds a connection has to send a complete request head (also the idle keep-alive timeout)
     #[arg(env = "MAGMA_SERVER_HEADER_TIMEOUT_SECS", long, value_name = "SECS", default_value_t = Config::DEFAULT_HEADER_TIMEOUT.as_secs(),
           value_parser = clap::value_parser!(u64).range(1..))]
@@ -326,6 +334,11 @@ impl ServerArgs {
             max_response_bytes: self.max_response_bytes,
             max_total_body_bytes: self.max_total_body_bytes,
             max_coaching_sessions: self.max_coaching_sessions,
+            max_coaching_session_bytes: self.max_coaching_session_bytes,
+            coaching_session_idle_timeout: match self.coaching_session_idle_secs {
+                0 => None,
+                n => Some(secs(n)),
+            },
             inference_timeout: self.inference_timeout_secs.map(secs),
             shutdown_grace: secs(self.shutdown_grace_secs),
             path_prefix: self.path_prefix.clone(),
@@ -749,6 +762,11 @@ mod tests {
         assert_eq!(c.max_response_bytes, d.max_response_bytes);
         assert_eq!(c.max_total_body_bytes, d.max_total_body_bytes);
         assert_eq!(c.max_coaching_sessions, d.max_coaching_sessions);
+        assert_eq!(c.max_coaching_session_bytes, d.max_coaching_session_bytes);
+        assert_eq!(
+            c.coaching_session_idle_timeout,
+            d.coaching_session_idle_timeout
+        );
         assert_eq!(c.max_concurrent_streams, d.max_concurrent_streams);
         assert_eq!(c.inference_timeout, d.inference_timeout);
         assert_eq!(c.shutdown_grace, d.shutdown_grace);

@@ -96,7 +96,11 @@ impl<A> Shared<A> {
             max_response_bytes: config.max_response_bytes,
             inference_timeout: config.inference_timeout,
             inferences: Semaphore::new(config.max_concurrent_inferences),
-            sessions: Sessions::new(config.max_coaching_sessions),
+            sessions: Sessions::new(
+                config.max_coaching_sessions,
+                config.max_coaching_session_bytes,
+                config.coaching_session_idle_timeout,
+            ),
             body_budget: limits::BodyBudget::new(config.max_total_body_bytes),
             trusted_proxies: config.trusted_proxies.clone(),
         }

@@ -47,6 +47,7 @@ const RUNNING: &str = "magma_inferences_running";
 const WAITING: &str = "magma_inferences_waiting";
 const CANDIDATES: &str = "magma_candidates_total";
 const FAILURES: &str = "magma_inference_failures_total";
+const EXPIRED: &str = "magma_coaching_sessions_expired_total";
 
 /// Latency buckets, in seconds: from half a millisecond (health, info) to
 /// the 360 s BENCH allows an inference.
@@ -90,6 +91,7 @@ struct Inner {
     completed: Counter,
     errors: Counter,
     failures: [Counter; Failure::COUNT],
+    expired: Counter,
     upkeep: OnceLock<()>,
 }
 
@@ -122,6 +124,11 @@ impl Metrics {
             CANDIDATES,
             None,
             "Candidates returned in 200 answers, by status",
+        );
+        describe(
+            EXPIRED,
+            None,
+            "Coaching sessions closed for going without a request for the idle timeout",
         );
         describe(
             FAILURES,
@@ -170,6 +177,8 @@ impl Metrics {
         let errors = recorder.register_counter(&key(CANDIDATES, &[("status", "error")]), &m);
         let failures = FAILURES_
             .map(|f| recorder.register_counter(&key(FAILURES, &[("kind", failure_label(f))]), &m));
+        let expired = recorder.register_counter(&key(EXPIRED, &[]), &m);
+        expired.increment(0);
         Metrics(Arc::new(Inner {
             requests: std::array::from_fn(|_| std::array::from_fn(|_| OnceLock::new())),
             duration,
@@ -178,6 +187,7 @@ impl Metrics {
             completed,
             errors,
             failures,
+            expired,
             recorder,
             handle,
             upkeep: OnceLock::new(),
@@ -259,6 +269,11 @@ impl Metrics {
 
     pub(crate) fn failure(&self, failure: Failure) {
         self.0.failures[failure as usize].increment(1);
+    }
+
+    /// A coaching session was closed for going without a request.
+    pub(crate) fn coaching_session_expired(&self) {
+        self.0.expired.increment(1);
     }
 }
 

@@ -1020,3 +1020,62 @@ async fn a_coaching_answer_takes_its_bytes_from_the_memory_budget() {
     })
     .await;
 }
+
+// ---------------------------------------------------------------------------------------
+// Sessions bounded in bytes and in idle time (issue 34).
+
+#[tokio::test]
+async fn sessions_past_the_byte_budget_are_refused_and_deleting_frees_their_bytes() {
+    let agent = TestCoach::default();
+    let mut settings = Config::default();
+    settings.max_body_bytes = 4096;
+    settings.max_total_body_bytes = 3 * 4096 + Config::DEFAULT_MAX_RESPONSE_BYTES;
+    settings.max_coaching_session_bytes = 4096;
+    let server = TestServer::with_config(agent.clone(), settings).await;
+    // A config of about 1.5 KiB: two fit in 4 KiB, the third does not.
+    let headers: String = (0..12)
+        .map(|i| format!(r#""x-h{i}":"{}""#, "v".repeat(100)))
+        .collect::<Vec<_>>()
+        .join(",");
+    let body = format!(
+        r#"{{"backends":{{"gen":{{"type":"openai","endpoint":"http://127.0.0.1:9/v1","default_model":"m","headers":{{{headers}}}}}}},"capture_logs":true}}"#
+    );
+    expect_204(&put(&server, "run-1", body.clone()).await);
+    expect_204(&put(&server, "run-2", body.clone()).await);
+    // The same configuration again costs nothing more.
+    expect_204(&put(&server, "run-2", body.clone()).await);
+    let refused = put(&server, "run-3", body.clone()).await;
+    assert_eq!(refused.status.as_u16(), 503, "{}", refused.text());
+    let detail = refused.text();
+    assert!(
+        detail.contains("--max-coaching-session-bytes") && detail.contains("4096-byte budget"),
+        "{detail}"
+    );
+    expect_204(&delete(&server, "run-1").await);
+    expect_204(&put(&server, "run-3", body).await);
+}
+
+#[tokio::test]
+async fn an_idle_session_is_closed_as_if_deleted_and_a_busy_one_is_not() {
+    let agent = TestCoach::default();
+    let mut settings = Config::default();
+    settings.coaching_session_idle_timeout = Some(Duration::from_secs(1));
+    let server = TestServer::with_config(agent.clone(), settings).await;
+    expect_204(&put(&server, "idle", config("m", true)).await);
+    expect_204(&put(&server, "busy", config("m", true)).await);
+    // A request of the busy session runs past the idle timeout.
+    let slow = request("busy", "slow", "format", json!({"delay_ms": 2500}));
+    let slow = {
+        let server = &server;
+        async move { coach(server, &slow).await }
+    };
+    let (reply, ()) = tokio::join!(slow, tokio::time::sleep(Duration::from_millis(1500)));
+    reply.expect(200);
+    // The idle one is gone, closed by the server (the agent was told); the busy
+    // one was in use until just now (a second of margin) and is still there.
+    let gone = coach(&server, &request("idle", "late", "format", json!({}))).await;
+    assert_eq!(gone.status.as_u16(), 404, "{}", gone.text());
+    assert!(agent.closed.load(Ordering::SeqCst) >= 1);
+    let alive = coach(&server, &request("busy", "again", "format", json!({}))).await;
+    alive.expect(200);
+}
