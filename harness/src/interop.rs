@@ -224,6 +224,25 @@ const PROBE_CASES: &[ProbeCase] = &[
                 "the warning does not name the 500"
             );
             ensure!(report["summary"]["failed"] == 0, "a check failed");
+            // The behaviour checks pass: the agent answers from the request
+            // alone, samples its branches, honours delay_ms without blocking.
+            for name in [
+                "state/hidden",
+                "branches/identical",
+                "concurrency/health-while-busy",
+                "concurrency/parallel",
+                "concurrency/memory-isolation",
+            ] {
+                let check = report["checks"]
+                    .as_array()
+                    .and_then(|cs| cs.iter().find(|c| c["name"] == name))
+                    .with_context(|| format!("no check {name} in the report"))?;
+                ensure!(
+                    check["status"] == "pass",
+                    "{name} did not pass: {}",
+                    check["reason"]
+                );
+            }
             // magma-core's own coaching routes pass the probe's coaching checks
             // (the agent does not advertise coaching_resume).
             for check in report["checks"].as_array().into_iter().flatten() {
