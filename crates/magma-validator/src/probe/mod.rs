@@ -511,6 +511,7 @@ pub fn parse_slow_input(text: &str) -> Result<magma_protocol::AgentInput, String
         format!(
             "not a valid AgentInput: {}",
             e.to_string()
+                .replace("invalid AgentRequest: ", "")
                 .replace("inputs[0].", "")
                 .replace("inputs[0]", "input")
         )

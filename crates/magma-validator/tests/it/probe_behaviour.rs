@@ -478,9 +478,12 @@ fn the_demo_agent_passes_the_behaviour_checks_with_evidence() {
 fn slow_input_is_used_and_checked() {
     let server = RealServer::start_with(Config::default());
     let input = r#"{"id": 9, "instruction": {"type": "user", "content": "think"}, "extra_keys": {"delay_ms": 1300}}"#;
+    let file = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("slow-input.json");
+    std::fs::write(&file, input).unwrap();
+    let arg = format!("@{}", file.display());
     let (exit, report, stderr) = probe(
         &server.url(),
-        &["--slow-input", input, "--skip", "state/hidden"],
+        &["--slow-input", &arg, "--skip", "state/hidden"],
     );
     assert_eq!(exit, 0, "{report:#} {stderr}");
     let c = check(&report, "concurrency/parallel");
@@ -500,7 +503,10 @@ fn slow_input_is_used_and_checked() {
     );
     assert_eq!(exit, 2, "{stderr}");
     assert!(stderr.contains("--slow-input"), "{stderr}");
-    assert!(stderr.contains("id"), "{stderr}");
+    assert!(
+        stderr.contains("not a valid AgentInput: id: Input should be a valid integer"),
+        "{stderr}"
+    );
 }
 
 /// An agent that answers in no time gives nothing to measure: the timing
