@@ -12,7 +12,7 @@
 //!    HTTP (starting while the agent still answers 503) and over HTTPS.
 //! 3. `magma-validate probe` against the same FastAPI agent, started while it
 //!    still answers 503: exit 0 with a warning naming FastAPI's 500 for NaN
-//!    and the coaching checks passed; exit 1 with `--strict`; exit 0 with
+//!    and the coaching and behaviour checks passed; exit 1 with `--strict`; exit 0 with
 //!    `--skip invalid-request/nan` and the waiver in the report.
 //!
 //! Everything runs on 127.0.0.1 and is stopped at the end, also on failure.
