@@ -131,14 +131,8 @@ fn slow_request(s: &mut Session, i: usize, large: bool) -> Option<AgentRequest> 
             requests::initial_memory(),
         );
         if large {
-            let bulk = requests::large("x", s.config.large_request_bytes).and_then(|r| {
-                r.inputs()
-                    .first()
-                    .and_then(|i| i.memory.get_cloned("probe_bulk"))
-            });
-            if let Some(bulk) = bulk {
-                input.memory.insert("probe_bulk", bulk);
-            }
+            let bulk = requests::bulk(s.config.large_request_bytes);
+            input.memory.insert("probe_bulk", bulk);
         } else {
             input.extra_keys.insert("delay_ms", Json::from(SLOW_MS));
         }
@@ -165,16 +159,13 @@ fn timed_get(s: &Session, path: &'static str, in_flight: &AtomicUsize) -> Poll {
     }
 }
 
-/// Sends `request` alone; its answer and how long it took.
-fn alone(
-    s: &mut Session,
-    check: &mut Check,
-    request: &AgentRequest,
-) -> (Option<magma_protocol::AgentResponse>, Duration) {
+/// Sends `request` alone and checks the answer; how long it took.
+fn alone(s: &mut Session, check: &mut Check, request: &AgentRequest) -> Duration {
     let started = Instant::now();
     let answer = s.post_json("/v1/responses", request.to_json_string());
     let took = started.elapsed();
-    (s.judge_answer(check, request, answer), took)
+    s.judge_answer(check, request, answer);
+    took
 }
 
 /// Moves the findings of `from` to `to`, each prefixed with `what`.
@@ -202,8 +193,7 @@ fn measure(s: &mut Session) -> BusyRun {
     let mut scratch = Check::new("concurrency", "");
     let mut one = Duration::ZERO;
     if let Some(request) = slow_request(s, 0, false) {
-        let (_, took) = alone(s, &mut scratch, &request);
-        one = took;
+        one = alone(s, &mut scratch, &request);
     }
     let ignores_delay = one < Duration::from_millis(SLOW_MS * 4 / 5);
     if s.config.slow_input.is_none() && ignores_delay && !scratch.failed() {
@@ -216,8 +206,7 @@ fn measure(s: &mut Session) -> BusyRun {
             secs(one)
         );
         if let Some(request) = slow_request(s, 0, true) {
-            let (_, took) = alone(s, &mut scratch, &request);
-            one = took;
+            one = alone(s, &mut scratch, &request);
         }
     }
     collect(scratch, "the request alone", &mut failures);
