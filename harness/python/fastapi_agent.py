@@ -19,6 +19,10 @@ Behaviour (deterministic, echo-style):
   - `env` instruction with tools and `attributes.known_robots`: a call of the first tool
     on the first robot;
   - content `__error__`: an `error` candidate (code `echo_error`) with the input memory.
+  Candidates k >= 1 sample like magma-server's demo agent unless `extra_keys.inference_mode`
+  is true: say `echo: <content> (branch k)`, or the k-th (tool, robot) pair, tools first.
+  `extra_keys.delay_ms` (an integer 0..60000) waits that long first, without blocking the
+  event loop (the request waits for its longest delay).
   Agent-specific refusals, 422:
   - content `__reject__`: string detail (the kind reference agents raise with
     `HTTPException(422, detail=...)`);
@@ -108,22 +112,36 @@ def check_input(index: int, item: AgentInput) -> None:
         )
 
 
-def decide(item: AgentInput) -> AgentDecision:
+def decide(item: AgentInput, k: int = 0) -> AgentDecision:
+    """Candidate `k`'s decision. Candidate 0, and every candidate with
+    `inference_mode: true`, is the deterministic answer; otherwise candidate k
+    is branch k, as magma-server's demo agent samples."""
     content = item.instruction.content
     robots = item.attributes.get("known_robots")
+    sampling = k > 0 and item.extra_keys.get("inference_mode") is not True
     if item.instruction.type == "env" and item.tools and isinstance(robots, list) and robots:
-        tool = item.tools[0]
+        pair = k % (len(item.tools) * len(robots)) if sampling else 0
+        tool = item.tools[pair % len(item.tools)]
         return AgentDecision(
             say="",
             tool_calls=[
                 ToolCall(
                     name=str(tool.get("name") or "unknown"),
                     arguments={},
-                    target_robot_name=str(robots[0]),
+                    target_robot_name=str(robots[pair // len(item.tools)]),
                 )
             ],
         )
-    return AgentDecision(say=f"echo: {content}", tool_calls=[])
+    branch = f" (branch {k})" if sampling else ""
+    return AgentDecision(say=f"echo: {content}{branch}", tool_calls=[])
+
+
+def delay_ms(item: AgentInput) -> int:
+    """`extra_keys.delay_ms` when it is an integer from 0 to 60000, else 0."""
+    delay = item.extra_keys.get("delay_ms")
+    if isinstance(delay, int) and not isinstance(delay, bool) and 0 <= delay <= 60000:
+        return delay
+    return 0
 
 
 def coached(payload) -> AgentDecision | str:
@@ -182,7 +200,7 @@ def answer(request: AgentRequest, item: AgentInput, k: int) -> AgentOutput:
                 error=AgentError(code="invalid_output", message=decision, component="echo"),
             )
     else:
-        decision = decide(item)
+        decision = decide(item, k)
     author = "USER" if item.instruction.type == "user" else "SYSTEM"
     history = list(memory.get("history", []))
     history.append({"author": author, "content": item.instruction.content})
@@ -310,8 +328,9 @@ def create_app(ready_after: float, coaching: bool = False) -> FastAPI:
             raise HTTPException(status_code=503, detail=NOT_READY)
         for index, item in enumerate(request.inputs):
             check_input(index, item)
-        # Imitate inference without blocking the event loop.
-        await asyncio.sleep(0)
+        # Imitate inference without blocking the event loop (the request waits
+        # for its longest delay_ms, as the demo agent's inputs do).
+        await asyncio.sleep(max((delay_ms(item) for item in request.inputs), default=0) / 1000)
         outputs = [
             answer(request, item, k)
             for item in request.inputs

@@ -12,7 +12,7 @@
 //!    HTTP (starting while the agent still answers 503) and over HTTPS.
 //! 3. `magma-validate probe` against the same FastAPI agent, started while it
 //!    still answers 503: exit 0 with a warning naming FastAPI's 500 for NaN
-//!    and the coaching checks passed; exit 1 with `--strict`; exit 0 with
+//!    and the coaching and behaviour checks passed; exit 1 with `--strict`; exit 0 with
 //!    `--skip invalid-request/nan` and the waiver in the report.
 //! 4. GEN's repair loop through GEN's own code (`harness/python/gen_repair_loop.py`
 //!    in the full MAGMA venv of `cargo xtask e2e`): `RemoteCoaching.submit`,
@@ -308,6 +308,25 @@ const PROBE_CASES: &[ProbeCase] = &[
                 "the warning does not name the 500"
             );
             ensure!(report["summary"]["failed"] == 0, "a check failed");
+            // The behaviour checks pass: the agent answers from the request
+            // alone, samples its branches, honours delay_ms without blocking.
+            for name in [
+                "state/hidden",
+                "branches/identical",
+                "concurrency/health-while-busy",
+                "concurrency/parallel",
+                "concurrency/memory-isolation",
+            ] {
+                let check = report["checks"]
+                    .as_array()
+                    .and_then(|cs| cs.iter().find(|c| c["name"] == name))
+                    .with_context(|| format!("no check {name} in the report"))?;
+                ensure!(
+                    check["status"] == "pass",
+                    "{name} did not pass: {}",
+                    check["reason"]
+                );
+            }
             // magma-core's own coaching routes, with full-history's proposal
             // shape, pass every coaching check, the re-injection included.
             for check in report["checks"].as_array().into_iter().flatten() {

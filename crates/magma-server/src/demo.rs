@@ -18,7 +18,7 @@ use crate::coaching::{CoachError, CoachingContext};
 /// A deterministic agent for trying clients, proxies and deployments without
 /// a model.
 ///
-/// For each input, every candidate is the same:
+/// For each input, candidate 0 is:
 ///
 /// - a `user` instruction is answered `say: "echo: <content>"`;
 /// - an `env` instruction, when the input has tools and
@@ -33,6 +33,16 @@ use crate::coaching::{CoachError, CoachingContext};
 /// - `extra_keys.delay_ms` (an integer from 0 to
 ///   [`MAX_DELAY_MS`](DemoAgent::MAX_DELAY_MS)) waits that long first, as a
 ///   slow model would, without blocking a thread.
+///
+/// The other candidates behave like a sampling model's. With
+/// `extra_keys.inference_mode: true` (BENCH's deterministic decoding), and
+/// for error and coached answers, every candidate is candidate 0. Otherwise
+/// (GEN's branches) candidate `k` (from 1) is another branch, with
+/// candidate 0's memory: `say: "echo: <content> (branch k)"`, or for an
+/// `env` instruction with tools and known robots a call of the `k`-th
+/// (tool, robot) pair, tools varying first (pair 0 being candidate 0's
+/// call). The answer depends on the request alone: the same request is
+/// answered the same, whatever came before or runs beside it.
 ///
 /// A `delay_ms` or `memory.steps` of the wrong type or range is rejected
 /// with `422 {"detail": "..."}`, which shows an agent-specific rejection.
@@ -335,12 +345,57 @@ fn answer(input: &AgentInput, steps: u64, resume: bool) -> Vec<Candidate> {
         memory.insert("steps", Json::from(steps + 1));
         Candidate::new(memory, decide(input))
     };
-    // `n` is at most the server's max_candidates; the last candidate
-    // takes the original instead of a copy.
+    // `n` is at most the server's max_candidates.
     let mut out = Vec::with_capacity(usize::try_from(n).unwrap_or(1));
+    let sampling = payload.is_none() && content != "__error__" && !inference_mode(input);
+    if sampling && n > 1 {
+        // Candidates 1.. are other branches, with candidate 0's memory.
+        out.extend((1..n).map(|k| Candidate::new(candidate.memory.clone(), branch(input, k))));
+        out.insert(0, candidate);
+        return out;
+    }
+    // Every candidate the same; the last takes the original, not a copy.
     out.extend((1..n).map(|_| candidate.clone()));
     out.push(candidate);
     out
+}
+
+/// `extra_keys.inference_mode` is `true` (BENCH's deterministic decoding).
+fn inference_mode(input: &AgentInput) -> bool {
+    matches!(
+        input.extra_keys.get("inference_mode"),
+        Some(Json::Bool(true))
+    )
+}
+
+/// Branch `k` (1 or more) of a sampling answer: a `user` instruction (or
+/// an `env` one the demo cannot act on) says `echo: <content> (branch k)`;
+/// an `env` instruction with tools and known robots calls the `k`-th pair
+/// of (tool, robot), tools varying first, counting candidate 0's pair
+/// (the first tool on the first robot) as pair 0.
+fn branch(input: &AgentInput, k: u64) -> AgentDecision {
+    let echo = || AgentDecision::say(format!("echo: {} (branch {k})", input.instruction.content));
+    if input.instruction.kind != InstructionType::Env {
+        return echo();
+    }
+    let robots: Vec<NonEmptyString> = match input.attributes.get("known_robots") {
+        Some(Json::Array(robots)) => robots
+            .iter()
+            .map_while(|r| r.as_str().and_then(NonEmptyString::new))
+            .collect(),
+        _ => Vec::new(),
+    };
+    let tools: Vec<NonEmptyString> = input.tools.iter().map_while(tool_name).collect();
+    if robots.is_empty() || tools.is_empty() {
+        return echo();
+    }
+    let pairs = (tools.len() * robots.len()) as u64;
+    let pair = usize::try_from(k % pairs).unwrap_or(0);
+    AgentDecision::call(vec![ToolCall {
+        name: tools[pair % tools.len()].clone(),
+        arguments: Object::new(),
+        target_robot_name: robots[pair / tools.len()].clone(),
+    }])
 }
 
 fn decide(input: &AgentInput) -> AgentDecision {
@@ -480,6 +535,48 @@ mod tests {
         let err = agent.respond_batch(&request).await.unwrap_err();
         assert!(err.detail().contains("delay_ms"), "{}", err.detail());
         assert_eq!(start.elapsed(), Duration::ZERO, "rejected before any wait");
+    }
+
+    /// Branches differ when sampling; with inference_mode every candidate
+    /// is candidate 0, which is the same in both modes.
+    #[tokio::test]
+    async fn candidates_sample_unless_inference_mode() {
+        let agent = DemoAgent::new();
+        let mut env = AgentInput::new(0, AgentInstruction::env("{}"));
+        env.tools = vec![obj(json!({"name": "press"})), obj(json!({"name": "go"}))];
+        env.attributes = obj(json!({"known_robots": ["panda", "rover"]}));
+        env.num_outputs = std::num::NonZeroU64::new(4).unwrap(); // 2 tools x 2 robots
+        let mut user = AgentInput::new(1, AgentInstruction::user("hi"));
+        user.num_outputs = std::num::NonZeroU64::new(3).unwrap();
+        for input in [env, user] {
+            let sampled = agent.respond(&input).await.unwrap();
+            let mut deterministic = input.clone();
+            deterministic
+                .extra_keys
+                .insert("inference_mode", Json::Bool(true));
+            let same = agent.respond(&deterministic).await.unwrap();
+            assert_eq!(sampled[0], same[0]);
+            assert!(same.iter().all(|c| *c == same[0]));
+            assert!(sampled.iter().all(|c| c.memory == sampled[0].memory));
+            for (i, a) in sampled.iter().enumerate() {
+                for b in &sampled[i + 1..] {
+                    assert_ne!(a.outcome, b.outcome, "{sampled:?}");
+                }
+            }
+            assert_eq!(agent.respond(&input).await.unwrap(), sampled);
+        }
+        let user = agent
+            .respond(&{
+                let mut i = AgentInput::new(0, AgentInstruction::user("hi"));
+                i.num_outputs = std::num::NonZeroU64::new(2).unwrap();
+                i
+            })
+            .await
+            .unwrap();
+        assert_eq!(
+            user[1].outcome,
+            Outcome::Completed(AgentDecision::say("echo: hi (branch 1)"))
+        );
     }
 
     #[test]

@@ -101,6 +101,10 @@ enum Command {
         #[arg(long, value_name = "N", default_value_t = 4,
               value_parser = clap::value_parser!(u16).range(2..))]
         memory_steps: u16,
+        /// An input that makes the agent think a while, for the concurrency checks: one
+        /// AgentInput as JSON, or @FILE [default: extra_keys.delay_ms, else large requests]
+        #[arg(long, value_name = "JSON|@FILE", value_parser = slow_input_arg)]
+        slow_input: Option<magma_protocol::AgentInput>,
         /// Output format
         #[arg(long, value_enum, default_value_t = FormatArg::Human)]
         format: FormatArg,
@@ -140,6 +144,14 @@ enum ProgressArg {
     Always,
     /// Never
     Never,
+}
+
+fn slow_input_arg(s: &str) -> Result<magma_protocol::AgentInput, String> {
+    let text = match s.strip_prefix('@') {
+        Some(path) => std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?,
+        None => s.to_owned(),
+    };
+    probe::parse_slow_input(&text)
 }
 
 fn header_arg(s: &str) -> Result<(String, String), String> {
@@ -322,6 +334,7 @@ fn run(cli: Cli) -> Result<u8, Fatal> {
             large_request_bytes,
             max_response_bytes,
             memory_steps,
+            slow_input,
             format,
             output,
             strict,
@@ -340,6 +353,7 @@ fn run(cli: Cli) -> Result<u8, Fatal> {
                 .memory_steps(usize::from(memory_steps))
                 .strict(strict);
             config.deadline = deadline;
+            config.slow_input = slow_input;
             config.skip = skip;
             config.warn = warn;
             config.headers = header;

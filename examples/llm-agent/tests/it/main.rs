@@ -457,8 +457,14 @@ fn health_answers_503_until_the_provider_answers_then_the_probe_passes() {
     provider.open_models();
     client.wait_ready(Duration::from_secs(30)).unwrap();
 
-    let report = magma_validator::probe::run(&magma_validator::probe::ProbeConfig::new(&agent.url))
-        .expect("the probe runs");
+    // `#slow` makes the fake provider think 300 ms: the concurrency checks
+    // have something to measure.
+    let slow = magma_validator::probe::parse_slow_input(
+        r##"{"id": 0, "instruction": {"type": "user", "content": "#slow"}}"##,
+    )
+    .unwrap();
+    let config = magma_validator::probe::ProbeConfig::new(&agent.url).slow_input(slow);
+    let report = magma_validator::probe::run(&config).expect("the probe runs");
     let failed: Vec<String> = report
         .checks
         .iter()
@@ -467,6 +473,18 @@ fn health_answers_503_until_the_provider_answers_then_the_probe_passes() {
         .collect();
     assert!(report.is_conformant(), "probe failures: {failed:#?}");
     assert!(report.summary.passed > 10, "{:?}", report.summary);
+    // The behaviour checks pass: no hidden state, sampled branches,
+    // deterministic inference_mode, served side by side.
+    for name in [
+        "state/hidden",
+        "branches/identical",
+        "concurrency/health-while-busy",
+        "concurrency/parallel",
+        "concurrency/memory-isolation",
+    ] {
+        let c = report.check(name).unwrap();
+        assert_eq!(c.status.as_str(), "pass", "{c:#?}");
+    }
 }
 
 #[test]
