@@ -172,7 +172,8 @@ def answer(request: AgentRequest, item: AgentInput, k: int) -> AgentOutput:
         "input_elements": {},
         "output_raw": "",
     }
-    if item.instruction.content == "__error__":
+
+    def failed(code: str, message: str) -> AgentOutput:
         return AgentOutput(
             request_id=request.request_id,
             source_id=item.id,
@@ -181,24 +182,16 @@ def answer(request: AgentRequest, item: AgentInput, k: int) -> AgentOutput:
             memory=memory,
             internal_steps=[step] if INTERNAL_STEPS else [],
             output=None,
-            error=AgentError(
-                code="echo_error", message="asked to fail with __error__", component="echo"
-            ),
+            error=AgentError(code=code, message=message, component="echo"),
         )
+
+    if item.instruction.content == "__error__":
+        return failed("echo_error", "asked to fail with __error__")
     coaching = item.extra_keys.get("coaching")
     if coaching is not None:
         decision = coached(coaching)
         if isinstance(decision, str):
-            return AgentOutput(
-                request_id=request.request_id,
-                source_id=item.id,
-                candidate_index=k,
-                status="error",
-                memory=memory,
-                internal_steps=[step] if INTERNAL_STEPS else [],
-                output=None,
-                error=AgentError(code="invalid_output", message=decision, component="echo"),
-            )
+            return failed("invalid_output", decision)
     else:
         decision = decide(item, k)
     author = "USER" if item.instruction.type == "user" else "SYSTEM"
