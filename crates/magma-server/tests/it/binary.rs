@@ -115,6 +115,8 @@ fn help_documents_every_flag() {
         "--max-concurrent-streams",
         "--max-total-body-bytes",
         "--max-coaching-sessions",
+        "--max-coaching-session-bytes",
+        "--coaching-session-idle-secs",
         "--inference-timeout-secs",
         "--shutdown-grace-secs",
         "--path-prefix",
