@@ -669,13 +669,14 @@ impl Stack {
             .join("\n");
         if !status.success() {
             return Ok(Outcome::Failed(format!(
-                "magma-bench exited with {status}; its error: {}; progress: {}",
-                last_lines(&self.log_path(name, "err"), 6),
+                "magma-bench exited with {status}; its error: {}; progress: {} (see {})",
+                program_error(&self.log_path(name, "err"), 3),
                 if completed.is_empty() {
-                    "(no episode completed)"
+                    "(no episode completed)".to_owned()
                 } else {
-                    &completed
-                }
+                    episode_outcome(&completed)
+                },
+                self.log_path(name, "err")
             )));
         }
         if completed.contains("status=success") {
@@ -688,9 +689,9 @@ impl Stack {
             Ok(Outcome::Failed(format!(
                 "the episode did not succeed: {} (see {}/progress.log and {})",
                 if completed.is_empty() {
-                    "no EPISODE_COMPLETED line"
+                    "no EPISODE_COMPLETED line".to_owned()
                 } else {
-                    &completed
+                    episode_outcome(&completed)
                 },
                 results.display(),
                 wire.display()
@@ -729,7 +730,7 @@ impl Stack {
             if !status.success() {
                 return Ok(Outcome::Failed(format!(
                     "magma-bench against the {who} agent exited with {status}: {}",
-                    last_lines(&self.log_path(&format!("{name}-{who}"), "err"), 6)
+                    program_error(&self.log_path(&format!("{name}-{who}"), "err"), 3)
                 )));
             }
         }
@@ -808,8 +809,9 @@ impl Stack {
 
     fn gen_failed(&self, name: &str, status: ExitStatus) -> Outcome {
         Outcome::Failed(format!(
-            "magma-gen exited with {status}: {}",
-            last_lines(&self.log_path(name, "err"), 6)
+            "magma-gen exited with {status}: {} (see {})",
+            program_error(&self.log_path(name, "err"), 3),
+            self.log_path(name, "err")
         ))
     }
 
@@ -949,8 +951,9 @@ impl Stack {
         let status = self.program(name, cmd, || {})?;
         if !status.success() {
             return Ok(Outcome::Failed(format!(
-                "magma-gen export exited with {status}: {}",
-                last_lines(&self.log_path(name, "err"), 6)
+                "magma-gen export exited with {status}: {} (see {})",
+                program_error(&self.log_path(name, "err"), 3),
+                self.log_path(name, "err")
             )));
         }
         let manifest = run.join("datasets").join("export_manifest.json");
@@ -975,6 +978,29 @@ fn log_file(logs: &Path, name: &str) -> Result<File> {
     File::create(&path).with_context(|| format!("creating {}", path.display()))
 }
 
+/// The exception lines of a Python program's standard error
+/// (`requests.exceptions.HTTPError: 502 ...`, `RuntimeError: ...`), at most
+/// `n`, joined with ` | `; else its last `n` lines.
+fn program_error(path: &str, n: usize) -> String {
+    let text = fs::read_to_string(path).unwrap_or_default();
+    let exceptions: Vec<&str> = text
+        .lines()
+        .filter(|l| !l.starts_with(' '))
+        .filter(|l| {
+            l.split_once(": ").is_some_and(|(head, _)| {
+                !head.contains(' ')
+                    && (head.ends_with("Error") || head.ends_with("Exception"))
+                    && !head.ends_with("Warning")
+            })
+        })
+        .collect();
+    if exceptions.is_empty() {
+        return last_lines(path, n);
+    }
+    let start = exceptions.len().saturating_sub(n);
+    exceptions[start..].join(" | ")
+}
+
 /// The last `n` non-empty lines of a file that are not warnings (SAPIEN
 /// and mani-skill warn about the missing GPU in every run), joined with
 /// ` | `.
@@ -996,6 +1022,8 @@ fn last_lines(path: &str, n: usize) -> String {
 
 /// `success=... status=... reason=...` of BENCH's `EPISODE_COMPLETED` line.
 fn episode_outcome(line: &str) -> String {
+    // BENCH appends the whole raw answer (prompt included) to a bad one.
+    let line = line.split(" | RAW_ACTION:").next().unwrap_or(line);
     match line.find("success=") {
         Some(start) => line[start..]
             .split(' ')
