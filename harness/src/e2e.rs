@@ -648,13 +648,15 @@ impl Stack {
         buttons: &str,
         breakage: Option<Breakage>,
     ) -> Result<Outcome> {
-        let mut provider = Some(self.provider(name, None)?);
-        let agent = self.llm_agent(
-            &format!("llm-agent-{name}"),
-            provider.as_ref().unwrap_or_else(|| unreachable!()),
-        )?;
+        let provider = self.provider(name, None)?;
+        let agent = self.llm_agent(&format!("llm-agent-{name}"), &provider)?;
         let (proxy, wire) = self.proxy(name, &agent)?;
+        let mut provider = Some(provider);
         if breakage == Some(Breakage::ProviderDown) {
+            // Once llm-agent is ready: it waits for its provider to start.
+            magma_client::Client::new(agent.url())?
+                .wait_ready(Duration::from_secs(60))
+                .context("llm-agent did not become ready")?;
             eprintln!("xtask e2e: {name}: --break provider-down: stopping the scripted provider");
             provider = None;
         }
