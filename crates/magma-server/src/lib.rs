@@ -30,6 +30,8 @@ mod unwind;
 pub mod cli;
 
 #[cfg(feature = "tls")]
+mod crypto;
+#[cfg(feature = "tls")]
 mod tls;
 
 pub use agent::{Agent, Readiness, ReadyFlag, Rejection};

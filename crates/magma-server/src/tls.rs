@@ -71,7 +71,7 @@ pub enum TlsError {
 }
 
 fn provider() -> Arc<CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
+    crate::crypto::provider()
 }
 
 fn read(path: &Path) -> Result<Vec<u8>, TlsError> {
