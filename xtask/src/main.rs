@@ -12,6 +12,7 @@ mod deny;
 mod fuzz;
 mod layouts;
 mod msrv;
+mod newest_deps;
 mod publish_check;
 mod release;
 
@@ -71,6 +72,9 @@ enum Command {
     /// Derive the libraries' minimum Rust from Cargo.lock; fail unless Cargo.toml and
     /// README.md state it.
     Msrv,
+    /// Copy the workspace, `cargo update` the copy to the newest semver-compatible
+    /// dependencies, then clippy (warnings denied) and the libraries' tests there.
+    NewestDeps,
     /// The full attack suite of the memory budget (16 MiB requests) against the release
     /// magma-server; each attack's peak resident memory checked against 512 MiB and printed.
     Attack {
@@ -126,6 +130,7 @@ fn run(command: Command) -> Result<()> {
         Command::Release(options) => release::run(&options),
         Command::PublishCheck => publish_check::run(),
         Command::Msrv => msrv::run(),
+        Command::NewestDeps => newest_deps::run(),
         Command::Attack { debug } => attack::run(&attack::Options { debug }),
         Command::DeployCheck => deploy::run(),
         Command::Fuzz(options) => fuzz::run(&options),
