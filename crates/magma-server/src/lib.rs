@@ -10,6 +10,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod agent;
+mod candidate_errors;
 mod coaching;
 mod coaching_routes;
 mod config;
