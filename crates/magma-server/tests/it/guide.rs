@@ -101,7 +101,7 @@ fn the_guide_counts_the_methods_of_the_trait() {
     assert_eq!(serving.len(), 4, "{serving:?}");
     assert_eq!(coaching.len(), 5, "{coaching:?}");
     let mut documented: Vec<String> = serving.into_iter().chain(coaching).collect();
-    let mut actual = methods.clone();
+    let mut actual = methods;
     documented.sort();
     actual.sort();
     assert_eq!(
