@@ -9,9 +9,11 @@
 mod attack;
 mod codegen;
 mod deny;
+mod docs_check;
 mod fuzz;
 mod layouts;
 mod msrv;
+mod newest_deps;
 mod publish_check;
 mod release;
 
@@ -74,6 +76,13 @@ enum Command {
     /// Derive the libraries' minimum Rust from Cargo.lock; fail unless Cargo.toml and
     /// README.md state it.
     Msrv,
+    /// Copy the workspace, `cargo update` the copy to the newest semver-compatible
+    /// dependencies, then clippy (warnings denied) and the libraries' tests there.
+    NewestDeps,
+    /// What the README and docs/ tell a user to type, done outside the workspace: a new
+    /// crate with the documented dependency lines runs the guides' examples; both binaries
+    /// install with `cargo install --locked`; unpublished installs are marked.
+    DocsCheck,
     /// The full attack suite of the memory budget (16 MiB requests) against the release
     /// magma-server; each attack's peak resident memory checked against 512 MiB and printed.
     Attack {
@@ -130,6 +139,8 @@ fn run(command: Command) -> Result<()> {
         Command::Release(options) => release::run(&options),
         Command::PublishCheck => publish_check::run(),
         Command::Msrv => msrv::run(),
+        Command::NewestDeps => newest_deps::run(),
+        Command::DocsCheck => docs_check::run(),
         Command::Attack { debug } => attack::run(&attack::Options { debug }),
         Command::DeployCheck => deploy::run(),
         Command::Fuzz(options) => fuzz::run(&options),

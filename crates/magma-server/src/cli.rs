@@ -59,12 +59,14 @@ pub struct ServerArgs {
           value_parser = listen_addr)]
     pub listen: String,
 
-    /// Largest accepted request body, in bytes; larger bodies get 413
-    #[arg(env = "MAGMA_SERVER_MAX_BODY_BYTES", long, value_name = "N", default_value_t = Config::DEFAULT_MAX_BODY_BYTES)]
+    /// Largest accepted request body, in bytes (or with a unit: 16MiB, 16MB, 512KiB); larger bodies get 413
+    #[arg(env = "MAGMA_SERVER_MAX_BODY_BYTES", long, value_name = "BYTES", default_value_t = Config::DEFAULT_MAX_BODY_BYTES,
+          value_parser = byte_size)]
     pub max_body_bytes: u64,
 
-    /// Memory budget of the whole process for requests (counted twice: body and parsed) and answers; past it, 503
-    #[arg(env = "MAGMA_SERVER_MAX_TOTAL_BODY_BYTES", long, value_name = "N", default_value_t = Config::DEFAULT_MAX_TOTAL_BODY_BYTES)]
+    /// Memory budget of the whole process for requests (counted twice: body and parsed) and answers, in bytes or with a unit (256MiB); past it, 503
+    #[arg(env = "MAGMA_SERVER_MAX_TOTAL_BODY_BYTES", long, value_name = "BYTES", default_value_t = Config::DEFAULT_MAX_TOTAL_BODY_BYTES,
+          value_parser = byte_size)]
     pub max_total_body_bytes: u64,
 
     /// Coaching sessions open at once; a PUT of a new one beyond it gets 503
@@ -115,9 +117,9 @@ pub struct ServerArgs {
           value_parser = clap::value_parser!(u64).range(1..))]
     pub max_candidates: u64,
 
-    /// Largest answer of POST /v1/responses in bytes; a request whose answer would be larger gets 422, an agent answer that is larger 500
+    /// Largest answer of POST /v1/responses in bytes or with a unit (16MiB), at least 1024; a request whose answer would be larger gets 422, an agent answer that is larger 500
     #[arg(env = "MAGMA_SERVER_MAX_RESPONSE_BYTES", long, value_name = "BYTES", default_value_t = Config::DEFAULT_MAX_RESPONSE_BYTES,
-          value_parser = clap::value_parser!(u64).range(1024..))]
+          value_parser = response_bytes)]
     pub max_response_bytes: u64,
 
     /// Seconds allowed per inference, including the wait for a slot; 504 when exceeded [default: no limit]
@@ -202,6 +204,12 @@ fn listen_addr(s: &str) -> Result<String, String> {
     const EXPECTED: &str = "expected HOST:PORT, e.g. 127.0.0.1:8080, 0.0.0.0:8080, [::1]:8080 \
                             or localhost:8080";
     let Some((host, port)) = s.rsplit_once(':') else {
+        if let Ok(port) = s.parse::<u16>() {
+            return Err(format!(
+                "a port alone; give the address too: 127.0.0.1:{port} (this machine only) \
+                 or 0.0.0.0:{port} (every interface)"
+            ));
+        }
         return Err(format!("no port; {EXPECTED}"));
     };
     if port.parse::<u16>().is_err() {
@@ -237,6 +245,45 @@ fn path_prefix(s: &str) -> Result<String, String> {
         return Err("expected a plain URL path such as /agent (no '?', '#' or spaces)".into());
     }
     Ok(s.to_owned())
+}
+
+/// A number of bytes: `16777216`, or a number with a unit, binary (`KiB`,
+/// `MiB`, `GiB`: powers of 1024) or decimal (`kB`/`KB`, `MB`, `GB`: powers of
+/// 1000), upper or lower case, with or without a space; `B` alone is bytes.
+pub(crate) fn byte_size(s: &str) -> Result<u64, String> {
+    const EXAMPLE: &str = "expected a number of bytes, alone or with a unit: 16777216, 16MiB \
+                           (16 x 1024 x 1024), 16MB (16 x 1000 x 1000), 512KiB, 1GiB";
+    let text = s.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (digits, unit) = text.split_at(split);
+    if digits.is_empty() {
+        return Err(format!("{s:?} does not start with a number; {EXAMPLE}"));
+    }
+    let factor: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "kib" | "k" => 1 << 10,
+        "mib" | "m" => 1 << 20,
+        "gib" | "g" => 1 << 30,
+        "kb" => 1_000,
+        "mb" => 1_000_000,
+        "gb" => 1_000_000_000,
+        other => return Err(format!("unknown unit {other:?} in {s:?}; {EXAMPLE}")),
+    };
+    digits
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(factor))
+        .ok_or_else(|| format!("{s:?} is too large for 64 bits; {EXAMPLE}"))
+}
+
+/// [`byte_size`], at least 1024.
+fn response_bytes(s: &str) -> Result<u64, String> {
+    match byte_size(s)? {
+        n if n < 1024 => Err(format!("{n} bytes is below the minimum of 1024 (1KiB)")),
+        n => Ok(n),
+    }
 }
 
 fn positive_usize(s: &str) -> Result<usize, String> {
@@ -277,10 +324,7 @@ pub enum CliError {
         source: crate::TlsError,
     },
     /// The server could not listen on `--listen`.
-    #[error(
-        "--listen {addr}: {}; expected a local address that is free (is another server running on it?)",
-        chain(source)
-    )]
+    #[error("--listen {addr}: {}; {}", chain(source), listen_hint(source))]
     Listen {
         /// The value of `--listen`.
         addr: String,
@@ -303,6 +347,27 @@ impl CliError {
             CliError::Tls { .. } => 1,
             CliError::Listen { .. } => 1,
         }
+    }
+}
+
+/// What fits the reason a listening socket could not be opened.
+fn listen_hint(e: &crate::Error) -> &'static str {
+    let crate::Error::Bind { source, .. } = e else {
+        return "expected a local address that is free";
+    };
+    match source.kind() {
+        std::io::ErrorKind::AddrInUse => {
+            "another process already listens there (is another server running on it?); \
+             stop it or choose another port"
+        }
+        std::io::ErrorKind::AddrNotAvailable => {
+            "that address is not one of this machine's; listen on 127.0.0.1 (this machine \
+             only), 0.0.0.0 (every interface) or an address of one of its interfaces"
+        }
+        std::io::ErrorKind::PermissionDenied => {
+            "ports below 1024 need privileges; choose a port from 1024 up (e.g. 8080)"
+        }
+        _ => "expected a local address that is free",
     }
 }
 
@@ -508,10 +573,78 @@ pub fn run<A: Agent>(agent: A) -> ExitCode {
 /// `<agent_id> <agent_version> (...)`. Exits on `--help`, `--version` and
 /// invalid flags, as any `clap` program.
 pub fn parse_args_for(info: &AgentInfo) -> ServerArgs {
-    match DefaultCli::from_arg_matches(&command_for(info).get_matches()) {
+    let command = command_for(info);
+    let parsed = command
+        .clone()
+        .try_get_matches()
+        .and_then(|m| DefaultCli::from_arg_matches(&m));
+    match parsed {
         Ok(cli) => cli.server,
-        Err(e) => e.exit(),
+        Err(e) => exit_on_error(&command, e),
     }
+}
+
+/// Exits on a `clap` error of `command` as [`clap::Error::exit`] does, except
+/// that a refused value that came from a `MAGMA_SERVER_*` environment variable
+/// (not from the command line) names that variable: clap names only the flag,
+/// which the user never typed. For programs with their own parser that
+/// flatten [`ServerArgs`]:
+/// `Cli::from_arg_matches(&m).unwrap_or_else(|e| cli::exit_on_error(&command, e))`.
+pub fn exit_on_error(command: &clap::Command, error: clap::Error) -> ! {
+    let args: Vec<String> = std::env::args_os()
+        .skip(1)
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    if let Some(message) = from_environment(command, &error, &args, |name| {
+        std::env::var_os(name).map(|v| v.to_string_lossy().into_owned())
+    }) {
+        #[allow(clippy::print_stderr, reason = "clap's own errors go there too")]
+        {
+            eprint!("{message}");
+        }
+        std::process::exit(2);
+    }
+    error.exit()
+}
+
+/// A value refused by `clap` that came from an environment variable, not
+/// from the command line: clap's message with the variable named (clap names
+/// only the flag, which the user never typed). `None` for other errors.
+pub(crate) fn from_environment(
+    command: &clap::Command,
+    error: &clap::Error,
+    args: &[String],
+    var: impl Fn(&str) -> Option<String>,
+) -> Option<String> {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if !matches!(
+        error.kind(),
+        ErrorKind::ValueValidation | ErrorKind::InvalidValue
+    ) {
+        return None;
+    }
+    let Some(ContextValue::String(shown)) = error.get(ContextKind::InvalidArg) else {
+        return None;
+    };
+    let long = shown.split_whitespace().next()?.strip_prefix("--")?;
+    let arg = command
+        .get_arguments()
+        .find(|a| a.get_long() == Some(long))?;
+    let flag = format!("--{long}");
+    if args
+        .iter()
+        .any(|a| *a == flag || a.starts_with(&format!("{flag}=")))
+    {
+        return None;
+    }
+    let name = arg.get_env()?.to_string_lossy().into_owned();
+    let value = var(&name)?;
+    let rendered = error.render().to_string();
+    let (first, rest) = rendered.split_once('\n').unwrap_or((&rendered, ""));
+    Some(format!(
+        "{first}\n  (the value comes from the environment variable {name}={value:?}; \
+         {flag} was not given)\n{rest}"
+    ))
 }
 
 /// The `clap` command of [`parse_args_for`].

@@ -4,12 +4,14 @@
 #![cfg_attr(
     not(feature = "cli"),
     doc = "A server for MAGMA agents (Agent HTTP Contract, protocol 2.0): implement [`Agent`], \
-           then [`Server::bind`] and [`Server::serve`]."
+           then [`Server::bind`] and [`Server::serve`]. An agent with a coach also serves GEN's \
+           coaching extension: implement [`Agent::coaching_kinds`] and [`Agent::coach`]."
 )]
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod agent;
+mod candidate_errors;
 mod coaching;
 mod coaching_routes;
 mod config;
@@ -29,6 +31,8 @@ mod unwind;
 #[cfg_attr(docsrs, doc(cfg(feature = "cli")))]
 pub mod cli;
 
+#[cfg(feature = "tls")]
+mod crypto;
 #[cfg(feature = "tls")]
 mod tls;
 

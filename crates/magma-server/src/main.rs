@@ -36,7 +36,11 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 fn main() -> ExitCode {
     // `--version` says which features this build has (TLS, allocator).
     let command = Cli::command().version(version_string(env!("CARGO_PKG_VERSION")));
-    let cli = Cli::from_arg_matches(&command.get_matches()).unwrap_or_else(|e| e.exit());
+    let cli = command
+        .clone()
+        .try_get_matches()
+        .and_then(|m| Cli::from_arg_matches(&m))
+        .unwrap_or_else(|e| magma_server::cli::exit_on_error(&command, e));
     let agent = match cli.no_coaching {
         true => DemoAgent::new().without_coaching(),
         false => DemoAgent::new(),

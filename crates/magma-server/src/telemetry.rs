@@ -48,6 +48,7 @@ const WAITING: &str = "magma_inferences_waiting";
 const CANDIDATES: &str = "magma_candidates_total";
 const FAILURES: &str = "magma_inference_failures_total";
 const EXPIRED: &str = "magma_coaching_sessions_expired_total";
+const ERROR_CANDIDATES: &str = "magma_error_candidates_total";
 
 /// Latency buckets, in seconds: from half a millisecond (health, info) to
 /// the 360 s BENCH allows an inference.
@@ -71,6 +72,7 @@ const UPKEEP: Duration = Duration::from_secs(5);
 /// | `magma_inferences_running` | gauge | |
 /// | `magma_inferences_waiting` | gauge (waiting for a slot) | |
 /// | `magma_candidates_total` | counter | `status` (`completed`, `error`) |
+/// | `magma_error_candidates_total` | counter | `code` (the error candidates' `error.code`, cut to 64 characters) |
 /// | `magma_inference_failures_total` | counter | `kind` (`timeout`, `panic`, `miscount`, `rejection`, `oversized`) |
 ///
 /// Each `Metrics` has its own registry. [`install_global`](Metrics::install_global)
@@ -129,6 +131,11 @@ impl Metrics {
             EXPIRED,
             None,
             "Coaching sessions closed for going without a request for the idle timeout",
+        );
+        describe(
+            ERROR_CANDIDATES,
+            None,
+            "Error candidates returned in 200 answers, by error code",
         );
         describe(
             FAILURES,
@@ -265,6 +272,15 @@ impl Metrics {
     pub(crate) fn candidates(&self, completed: u64, errors: u64) {
         self.0.completed.increment(completed);
         self.0.errors.increment(errors);
+    }
+
+    /// `count` error candidates with `code`.
+    pub(crate) fn error_candidates(&self, code: &str, count: u64) {
+        let key = Key::from_parts(ERROR_CANDIDATES, vec![Label::new("code", code.to_owned())]);
+        self.0
+            .recorder
+            .register_counter(&key, &metadata())
+            .increment(count);
     }
 
     pub(crate) fn failure(&self, failure: Failure) {

@@ -221,8 +221,66 @@ pub fn check_document(kind: DocumentKind, bytes: &[u8]) -> Report {
         }
     }
     report.findings.extend(lint::duplicate_keys(doc, bytes));
+    name_trailing_commas(bytes, &mut report.findings);
     report.sort();
     report
+}
+
+/// A JSON syntax error at a closing `}` or `]` right after a comma is a
+/// trailing comma: the reference's words (`expected a value`, located as
+/// FastAPI does) stay, and the finding says what it is and how to fix it.
+fn name_trailing_commas(bytes: &[u8], findings: &mut [Finding]) {
+    for finding in findings.iter_mut().filter(|f| f.code == "json_invalid") {
+        let Some((line, column)) = finding
+            .location
+            .strip_prefix("line ")
+            .and_then(|rest| rest.split_once(" column "))
+            .and_then(|(l, c)| Some((l.parse().ok()?, c.parse().ok()?)))
+        else {
+            continue;
+        };
+        let Some((close, comma_line, comma_column)) = trailing_comma(bytes, line, column) else {
+            continue;
+        };
+        finding.message = format!(
+            "{}: a trailing comma: the ',' at line {comma_line} column {comma_column} is \
+             followed by '{close}', and JSON allows no comma before a closing bracket",
+            finding.message
+        );
+        finding.fix = format!(
+            "remove the ',' at line {comma_line} column {comma_column} (JSON, unlike \
+             JavaScript or Python literals, has no trailing commas; json.dumps never writes one)"
+        );
+    }
+}
+
+/// `(closing bracket, line, column)` of a comma followed only by whitespace
+/// and the `}` or `]` at 1-based `line` and `column` (in characters).
+fn trailing_comma(bytes: &[u8], line: usize, column: usize) -> Option<(char, usize, usize)> {
+    let text = String::from_utf8_lossy(bytes);
+    let lines: Vec<&str> = text.split('\n').collect();
+    let close = lines
+        .get(line.checked_sub(1)?)?
+        .chars()
+        .nth(column.checked_sub(1)?)?;
+    if close != '}' && close != ']' {
+        return None;
+    }
+    // Walk back from the bracket over whitespace, across lines.
+    let (mut l, mut c) = (line - 1, column - 1);
+    loop {
+        let chars: Vec<char> = lines[l].chars().collect();
+        while c > 0 {
+            c -= 1;
+            match chars[c] {
+                ' ' | '\t' | '\r' => {}
+                ',' => return Some((close, l + 1, c + 1)),
+                _ => return None,
+            }
+        }
+        l = l.checked_sub(1)?;
+        c = lines[l].chars().count();
+    }
 }
 
 /// Checks a request and its response together: both documents, the

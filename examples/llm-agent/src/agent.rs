@@ -136,7 +136,13 @@ impl Agent for LlmAgent {
                 http_status: None,
                 raw: String::new(),
             });
-            candidates.push(prompt.candidate(input, k, &payload, exchange));
+            candidates.push(prompt.candidate(
+                input,
+                k,
+                &payload,
+                exchange,
+                self.provider.base_url(),
+            ));
         }
         Ok(candidates)
     }
@@ -278,6 +284,7 @@ impl Prompt {
         k: usize,
         payload: &str,
         exchange: Exchange,
+        provider_url: &str,
     ) -> Candidate {
         let decision = exchange
             .outcome
@@ -305,8 +312,15 @@ impl Prompt {
                     "error",
                     json!({"code": failure.code, "message": failure.message.as_str()}),
                 );
-                let error =
-                    AgentError::new(failure.code, failure.message).with_component(COMPONENT);
+                // The operator reads this in magma-server's error-candidate warning:
+                // name the provider.
+                let url = provider_url;
+                let message = if failure.message.contains(url) {
+                    failure.message
+                } else {
+                    format!("{} (provider {url})", failure.message)
+                };
+                let error = AgentError::new(failure.code, message).with_component(COMPONENT);
                 Candidate::new(input.memory.clone(), error).with_step(step)
             }
         }

@@ -6,6 +6,7 @@ mod budget;
 mod coaching;
 mod demo;
 mod faults;
+mod guide;
 mod hostile;
 mod http_table;
 mod limits;

@@ -652,10 +652,7 @@ impl Check {
                 .find(|f| !f.is_error())
                 .map(|f| format!("{}: {}", f.code, f.message))
                 .unwrap_or_default();
-            let more = match warnings {
-                1 => String::new(),
-                n => format!(" (and {} more warnings)", n - 1),
-            };
+            let more = more_warnings(warnings);
             (Status::Warn, format!("{first}{more}"))
         } else {
             (Status::Pass, self.verified.join("; "))
@@ -670,5 +667,24 @@ impl Check {
             findings: self.findings,
             duration_ms: u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX),
         }
+    }
+}
+
+/// What follows the first of `warnings` warnings in a check's summary.
+fn more_warnings(warnings: usize) -> String {
+    match warnings {
+        0 | 1 => String::new(),
+        2 => " (and 1 more warning)".to_owned(),
+        n => format!(" (and {} more warnings)", n - 1),
+    }
+}
+
+#[cfg(test)]
+mod summary_tests {
+    #[test]
+    fn one_more_warning_is_singular() {
+        assert_eq!(super::more_warnings(1), "");
+        assert_eq!(super::more_warnings(2), " (and 1 more warning)");
+        assert_eq!(super::more_warnings(3), " (and 2 more warnings)");
     }
 }

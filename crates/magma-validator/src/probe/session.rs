@@ -296,10 +296,7 @@ impl Session {
                     ),
                 )
                 .with_impact(RESPONSES_STATUS_IMPACT)
-                .with_fix(
-                    "answer every valid request with 200 and a JSON array; report a failure \
-                     of one candidate as an error candidate in place, not as an HTTP error",
-                ),
+                .with_fix(status_fix(answer.status().as_u16(), answer.body())),
             );
             return None;
         }
@@ -487,6 +484,31 @@ pub(crate) fn tls_error(why: &str, config: &ProbeConfig) -> ProbeError {
         hint: hint.to_owned(),
     }
 }
+
+/// How to fix a non-200 answer to a valid request: a 500 that says the agent
+/// returned the wrong number of candidates (magma-server's) is a miscount,
+/// not a failure to report as an error candidate.
+pub(crate) fn status_fix(status: u16, body: &[u8]) -> &'static str {
+    if is_miscount(status, body) {
+        MISCOUNT_FIX
+    } else {
+        "answer every valid request with 200 and a JSON array; report a failure of one \
+         candidate as an error candidate in place, not as an HTTP error"
+    }
+}
+
+/// Whether a non-200 answer says the agent returned the wrong number of
+/// candidates (magma-server's 500, or the reference's validation message).
+pub(crate) fn is_miscount(status: u16, body: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(body);
+    status == 500
+        && (text.contains("wrong number of candidates") || text.contains("candidates must match"))
+}
+
+/// How to fix a miscount.
+pub(crate) const MISCOUNT_FIX: &str = "the agent returned the wrong number of candidates: give every input exactly \
+     num_outputs candidates (respond returns num_outputs of them; respond_batch one list \
+     of num_outputs per input, in request order)";
 
 #[cfg(test)]
 mod tests {

@@ -585,3 +585,48 @@ fn request_goes_with_response_kinds_only() {
         stderr(&out)
     );
 }
+
+/// A trailing comma keeps the reference's words and location, and the
+/// finding says it is a trailing comma (not a byte order mark or NaN) and
+/// where the comma is, also when the bracket is on the next line.
+#[test]
+fn a_trailing_comma_is_named_as_such() {
+    let doc = "{\"request_id\": \"r\", \"inputs\": [\n  {\"id\": 0, \"instruction\": {\"type\": \"user\", \"content\": \"hi\"}},\n]}";
+    let out = run(&["check", "--kind", "request", "-"], doc.as_bytes());
+    assert_eq!(code(&out), 1, "{}", stdout(&out));
+    let text = stdout(&out);
+    assert!(text.contains("json_invalid"), "{text}");
+    assert!(
+        text.contains(
+            "a trailing comma: the ',' at line 2 column 62 is followed by ']', and JSON allows no comma before a closing bracket"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("remove the ',' at line 2 column 62"),
+        "{text}"
+    );
+    assert!(!text.contains("byte order mark"), "{text}");
+    // On one line, before a `}`.
+    let (_, report) = json_report(
+        &["check", "--kind", "health", "-"],
+        br#"{"status": "ready", }"#,
+    );
+    let finding = &report["findings"][0];
+    assert!(
+        finding["message"]
+            .as_str()
+            .unwrap()
+            .contains("the ',' at line 1 column 19 is followed by '}'"),
+        "{finding}"
+    );
+    // Another syntax error keeps the general fix.
+    let (_, report) = json_report(&["check", "--kind", "health", "-"], br#"{"status": }"#);
+    assert!(
+        !report["findings"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("trailing comma"),
+        "{report}"
+    );
+}

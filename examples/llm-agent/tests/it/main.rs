@@ -507,3 +507,50 @@ fn a_refused_api_key_stops_the_agent_with_status_1() {
         "{log}"
     );
 }
+
+/// The operator is told when the provider goes down: the agent still answers
+/// 200 with error candidates, and its log has a warning naming the code and
+/// the provider's address (the one that refused) from the first request;
+/// `/metrics` counts the error candidates by code.
+#[test]
+fn a_provider_that_goes_down_is_a_warning_with_its_address_and_a_metric() {
+    let provider = FakeProvider::start(true);
+    let base_url = provider.base_url();
+    let address = format!("127.0.0.1:{}", provider.port);
+    let mut agent = AgentProcess::start(&provider, &["--metrics"]);
+    let client = agent.ready_client();
+    drop(provider); // nothing listens there any more
+    let r = client
+        .respond(&robot_request("user", "hello", 2, true))
+        .unwrap();
+    for c in r.candidates() {
+        let error = c.outcome.error().expect("an error candidate");
+        assert_eq!(error.code.as_str(), "transport_error");
+        assert!(
+            error.message.contains(&format!(
+                "connection refused (is the server at {address} running?)"
+            )),
+            "{}",
+            error.message.as_str()
+        );
+        assert!(
+            error.message.contains(&base_url),
+            "{}",
+            error.message.as_str()
+        );
+    }
+    let line = agent.wait_for_log("error candidates:");
+    assert!(line.contains("WARN"), "{line}");
+    assert!(line.contains("code=\"transport_error\""), "{line}");
+    assert!(line.contains("count=2"), "{line}");
+    assert!(line.contains(&base_url), "{line}");
+    let metrics = client
+        .execute(magma_client::RawRequest::get("/metrics"))
+        .unwrap();
+    let text = String::from_utf8_lossy(metrics.body());
+    assert!(
+        text.lines()
+            .any(|l| l == r#"magma_error_candidates_total{code="transport_error"} 2"#),
+        "{text}"
+    );
+}
