@@ -8,6 +8,7 @@
 
 pub mod conformance;
 pub mod deploy;
+pub mod gen_export;
 pub mod interop;
 pub mod process;
 pub mod python;

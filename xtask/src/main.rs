@@ -19,7 +19,7 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
-use magma_harness::{conformance, deploy, interop, schema_check, schemathesis, wheel};
+use magma_harness::{conformance, deploy, gen_export, interop, schema_check, schemathesis, wheel};
 pub(crate) use magma_harness::{process, project_root, xtask_dir};
 
 /// cargo xtask: project automation for magma-rs.
@@ -58,6 +58,9 @@ enum Command {
     /// magma-server under a BENCH-like Python client and magma-client against a FastAPI
     /// agent on magma-core 2.0.1, over HTTP and HTTPS.
     Interop,
+    /// GEN's dataset export (magma-gen 2.0.0 `launch_export`) through python/magma-rs-export
+    /// and the demo agent's exporter: datasets, splits, manifest, refusals, failures.
+    GenExport,
     /// Build the magma-validate Python wheel, install it into a fresh Python 3.12 venv and
     /// probe magma-server with it.
     Wheel(wheel::Options),
@@ -121,6 +124,7 @@ fn run(command: Command) -> Result<()> {
         }
         Command::Conformance { check } => conformance::run(check),
         Command::Interop => interop::run(),
+        Command::GenExport => gen_export::run(),
         Command::Wheel(options) => wheel::run(&options),
         Command::Schemathesis(options) => schemathesis::run(&options),
         Command::Release(options) => release::run(&options),

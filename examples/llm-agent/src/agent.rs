@@ -60,12 +60,17 @@ impl LlmAgent {
     }
 }
 
+/// The agent's identity, served on `/v1/info` and named by `llm-agent export`.
+pub(crate) fn identity() -> AgentInfo {
+    let mut info = AgentInfo::new("llm-agent", env!("CARGO_PKG_VERSION"));
+    info.capabilities.insert("coaching", false);
+    info.coaching_unavailable_reason = Some("llm-agent does not coach".to_owned());
+    info
+}
+
 impl Agent for LlmAgent {
     fn info(&self) -> AgentInfo {
-        let mut info = AgentInfo::new("llm-agent", env!("CARGO_PKG_VERSION"));
-        info.capabilities.insert("coaching", false);
-        info.coaching_unavailable_reason = Some("llm-agent does not coach".to_owned());
-        info
+        identity()
     }
 
     async fn respond(&self, input: &AgentInput) -> Result<Vec<Candidate>, Rejection> {
@@ -138,14 +143,14 @@ fn check_input(input: &AgentInput) -> Result<(), Rejection> {
 }
 
 /// One input's prompt: the provider payload and what the answer may name.
-struct Prompt {
+pub(crate) struct Prompt {
     payload: Json,
     tools: Vec<String>,
     robots: Vec<String>,
 }
 
 impl Prompt {
-    fn new(input: &AgentInput, settings: &Settings) -> Prompt {
+    pub(crate) fn new(input: &AgentInput, settings: &Settings) -> Prompt {
         let robots: Vec<String> = input
             .known_robots()
             .into_iter()
@@ -204,6 +209,11 @@ impl Prompt {
             tools,
             robots,
         }
+    }
+
+    /// The provider payload (`model`, `messages`, `tools`, ...).
+    pub(crate) fn payload(&self) -> &Json {
+        &self.payload
     }
 
     /// Candidate `k` from its provider exchange.
