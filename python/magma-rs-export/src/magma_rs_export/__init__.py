@@ -113,7 +113,8 @@ class RustExporter(GenExporter):
         except OSError as error:
             return [], f"cannot start the exporter {command[0]}: {error}"
         stderr_tail: collections.deque[str] = collections.deque(maxlen=4)
-        lines_out: queue.Queue[bytes | None] = queue.Queue()
+        lines_out: queue.Queue[list[bytes] | None] = queue.Queue()
+        ready: collections.deque[bytes] = collections.deque()
         threads = [
             threading.Thread(target=_feed, args=(process.stdin, lines), daemon=True),
             threading.Thread(target=_drain, args=(process.stdout, lines_out), daemon=True),
@@ -125,13 +126,20 @@ class RustExporter(GenExporter):
         failure = None
         for example in examples:
             # A batch's results come together, after the whole batch is rendered.
-            try:
-                line = lines_out.get(timeout=self.timeout * batch)
-            except queue.Empty:
-                failure = f"the exporter gave no result within {self.timeout * batch:g}s"
-                break
+            if not ready:
+                try:
+                    chunk = lines_out.get(timeout=self.timeout * batch)
+                except queue.Empty:
+                    failure = f"the exporter gave no result within {self.timeout * batch:g}s"
+                    break
+                if chunk is not None:
+                    ready.extend(chunk)
+            line = ready.popleft() if ready else None
             if line is None:
-                code = process.wait()
+                try:
+                    code: int | str = process.wait(timeout=self.timeout)
+                except subprocess.TimeoutExpired:
+                    code = "none: it closed its output and kept running"
                 detail = " | ".join(stderr_tail)
                 failure = f"the exporter process ended (exit status {code}) before answering" + (
                     f": {detail}" if detail else "")
@@ -162,19 +170,38 @@ def _error(example_id: str, reason: str) -> ExportResult:
 
 def _feed(stdin, lines: Sequence[str]) -> None:
     try:
+        # Large writes: the thread holds the GIL only between them.
+        chunk: list[str] = []
+        size = 0
         for line in lines:
-            stdin.write(line.encode("utf-8"))
+            chunk.append(line)
+            size += len(line)
+            if size >= 1 << 20:
+                stdin.write("".join(chunk).encode("utf-8"))
+                chunk, size = [], 0
+        if chunk:
+            stdin.write("".join(chunk).encode("utf-8"))
         stdin.close()
     except (BrokenPipeError, OSError, ValueError):
         pass
 
 
-def _drain(stdout, out: "queue.Queue[bytes | None]") -> None:
+def _drain(stdout, out: "queue.Queue[list[bytes] | None]") -> None:
+    """Puts the complete lines of each large read, as one list: few wake-ups of the reader."""
+    pending = b""
     try:
-        for line in stdout:
-            out.put(line)
+        while True:
+            data = stdout.read1(1 << 20)
+            if not data:
+                break
+            lines = (pending + data).split(b"\n")
+            pending = lines.pop()
+            if lines:
+                out.put(lines)
     except (OSError, ValueError):
         pass
+    if pending:
+        out.put([pending])
     out.put(None)
 
 
