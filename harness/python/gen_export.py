@@ -21,7 +21,9 @@ agent's binary. Checked:
    only such graphs fails with GEN's `No compatible generation graphs found`;
 3. an exporter that panics, aborts (the process crashes), writes garbage or hangs on one
    example gives an `error` result for that example in `export_failures.json`, and the
-   export finishes with every other example's rows.
+   export finishes with every other example's rows;
+4. with `--llm-binary`, the llm-agent's exporter through the same entry point: its own
+   prompt and the decision in the OpenAI shape.
 
 Prints one line per check; exit 1 on any failure.
 """
@@ -265,10 +267,38 @@ def failing_runs(work: Path, agent: tuple[str, str], env: dict, binary: str) -> 
     check("failing exporter: export marked incomplete", manifest["complete"] is False)
 
 
+def llm_agent_run(work: Path, binary: str) -> None:
+    """The llm-agent's exporter (its own prompt) through the same entry point."""
+    agent = describe(binary)
+    run = work / "llm-agent"
+    ids = write_graph(run / "task", agent, ["Go to the table.", "Hand over the sponge."], 1)
+    env = dict(os.environ, MAGMA_RS_EXPORT_BINARY=binary)
+    done = launch_export(run, env=env)
+    check("llm-agent: launch_export exits 0", done.returncode == 0, done.stderr[-2000:])
+    if done.returncode != 0:
+        return
+    out = run / "datasets"
+    manifest = json.loads((out / "export_manifest.json").read_text())
+    check("llm-agent: complete manifest with its own files", manifest["complete"] is True and set(manifest["files"])
+          == {"llm_chat.json", "llm_chat_train.json", "llm_chat_validation.json", "export_failures.json"},
+          str(manifest))
+    rows_ = rows(out, "llm_chat.json")
+    check("llm-agent: one row per selected candidate", len(rows_) == len(ids), str(len(rows_)))
+    first = rows_[0]["messages"] if rows_ else []
+    calls = first[-1].get("tool_calls", []) if first else []
+    check("llm-agent: its prompt, then the decision in the OpenAI shape",
+          [m["role"] for m in first] == ["system", "user", "assistant"]
+          and "Robots: rover." in first[0]["content"] and first[1]["content"] == "Go to the table."
+          and calls and calls[0]["function"]["name"] == "navigate_to"
+          and json.loads(calls[0]["function"]["arguments"]) == {"location": "table", "target_robot": "rover"}
+          and any(t["function"]["name"] == "navigate_to" for t in rows_[0]["tools"]), json.dumps(rows_[:1])[:2000])
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--binary", required=True, help="the magma-server binary (demo agent)")
     parser.add_argument("--work", required=True, type=Path, help="an empty scratch directory")
+    parser.add_argument("--llm-binary", help="the llm-agent binary, to export with its exporter too")
     args = parser.parse_args()
     binary = str(Path(args.binary).resolve())
     agent = describe(binary)
@@ -276,6 +306,8 @@ def main() -> int:
     clean_run(args.work, agent, env)
     foreign_runs(args.work, agent, env)
     failing_runs(args.work, agent, env, binary)
+    if args.llm_binary:
+        llm_agent_run(args.work, str(Path(args.llm_binary).resolve()))
     if FAILURES:
         print(f"{len(FAILURES)} checks failed", file=sys.stderr)
         return 1

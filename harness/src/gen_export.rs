@@ -7,7 +7,7 @@
 //! `harness/python/requirements-export.txt`), installs the package with a
 //! plain `pip install` of (a fresh copy of) `python/magma-rs-export` as a
 //! user would, builds
-//! `magma-server` and runs `harness/python/gen_export.py` in a scratch
+//! `magma-server` and `llm-agent` and runs `harness/python/gen_export.py` in a scratch
 //! directory under `target/xtask`, removed afterwards unless a check failed.
 
 use std::fs;
@@ -56,13 +56,29 @@ pub fn run() -> Result<()> {
         .env("PIP_NO_INPUT", "1");
     python::run(&mut install)?;
     let server = crate::process::build_magma_server(&root, false, false)?;
+    crate::process::run_inherited(
+        "building llm-agent",
+        crate::process::cargo().current_dir(&root).args([
+            "build",
+            "--quiet",
+            "-p",
+            "magma-llm-agent",
+            "--bin",
+            "llm-agent",
+        ]),
+    )?;
+    let llm_agent = crate::process::target_dir(&root)
+        .join("debug")
+        .join(format!("llm-agent{}", std::env::consts::EXE_SUFFIX));
     let mut cmd = python::command(&python);
     cmd.current_dir(&root)
         .arg(root.join(SCRIPT))
         .arg("--binary")
         .arg(&server)
         .arg("--work")
-        .arg(&work);
+        .arg(&work)
+        .arg("--llm-binary")
+        .arg(&llm_agent);
     crate::process::run_inherited("GEN's launch_export through magma-rs-export", &mut cmd)
         .with_context(|| {
             format!(
