@@ -21,7 +21,9 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
-use magma_harness::{conformance, deploy, e2e, interop, schema_check, schemathesis, wheel};
+use magma_harness::{
+    conformance, deploy, e2e, gen_export, interop, schema_check, schemathesis, wheel,
+};
 pub(crate) use magma_harness::{process, project_root, xtask_dir};
 
 /// cargo xtask: project automation for magma-rs.
@@ -63,6 +65,9 @@ enum Command {
     /// The real magma-bench and magma-gen (PyPI, CPU physics) against magma-server and
     /// llm-agent, with the stand-ins listed in docs/e2e.md; outputs under target/e2e.
     E2e(e2e::Options),
+    /// GEN's dataset export (magma-gen 2.0.0 `launch_export`) through python/magma-rs-export
+    /// and the demo agent's exporter: datasets, splits, manifest, refusals, failures.
+    GenExport,
     /// Build the magma-validate Python wheel, install it into a fresh Python 3.12 venv and
     /// probe magma-server with it.
     Wheel(wheel::Options),
@@ -134,6 +139,7 @@ fn run(command: Command) -> Result<()> {
         Command::Conformance { check } => conformance::run(check),
         Command::Interop => interop::run(),
         Command::E2e(options) => e2e::run(&options),
+        Command::GenExport => gen_export::run(),
         Command::Wheel(options) => wheel::run(&options),
         Command::Schemathesis(options) => schemathesis::run(&options),
         Command::Release(options) => release::run(&options),

@@ -22,6 +22,15 @@
 //!
 //! Programs with flags of their own embed [`ServerArgs`] with
 //! `#[command(flatten)]` and call [`run_with`] or [`run_with_loading`].
+//!
+//! `<binary> export` runs the agent's [`Exporter`](crate::Exporter) instead
+//! of serving (no socket, no runtime): [`run`] and [`run_loading`] do it
+//! themselves; programs with their own parser call [`export_invocation`]
+//! first. `export --describe` prints the exporter's identity and dataset
+//! files as one JSON object; `export` reads `ExportExample`s as JSON lines
+//! on standard input (or `--input FILE`) and writes one `ExportResult` line
+//! per example line on standard output (see
+//! [`serve_export`](crate::export::serve_export)).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -564,6 +573,9 @@ struct DefaultCli {
 /// `--help` and `--version` name the agent: its [`AgentInfo`]'s `agent_id`
 /// and `agent_version` (see [`version_string`]).
 pub fn run<A: Agent>(agent: A) -> ExitCode {
+    if let Some(args) = export_invocation(&agent.info()) {
+        return run_export(&agent, &args);
+    }
     let args = parse_args_for(&agent.info());
     run_with(agent, args)
 }
@@ -769,6 +781,136 @@ impl ServerArgs {
                 addr: self.listen.clone(),
                 source,
             })
+    }
+}
+
+/// The flags of `<binary> export`.
+#[derive(Debug, Clone, Args)]
+#[non_exhaustive]
+pub struct ExportArgs {
+    /// Print the exporter's identity and dataset files as one JSON object
+    /// (`{"agent_id", "agent_version", "filenames"}`) and exit.
+    #[arg(long)]
+    pub describe: bool,
+    /// Read the examples from FILE instead of standard input.
+    #[arg(long, value_name = "FILE")]
+    pub input: Option<PathBuf>,
+    /// The export options, a JSON object (what GEN's `--options` file holds).
+    #[arg(long, value_name = "JSON")]
+    pub options: Option<String>,
+    /// Examples handed to the exporter at a time.
+    #[arg(long, value_name = "N", default_value_t = 64)]
+    pub batch_size: usize,
+}
+
+#[derive(Debug, Parser)]
+struct ExportCli {
+    #[command(flatten)]
+    export: ExportArgs,
+}
+
+/// If the process was started as `<binary> export ...`, its export flags
+/// (exits on `--help` and invalid flags, as any `clap` program); `None`
+/// otherwise.
+pub fn export_invocation(info: &AgentInfo) -> Option<ExportArgs> {
+    let mut args = std::env::args_os();
+    let program = args.next()?;
+    let first = args.next()?;
+    if first != "export" {
+        return None;
+    }
+    let name = if info.agent_id.trim().is_empty() {
+        "magma-agent".to_owned()
+    } else {
+        info.agent_id.clone()
+    };
+    let command = ExportCli::command()
+        .name(format!("{name} export"))
+        .bin_name(format!(
+            "{} export",
+            std::path::Path::new(&program).display()
+        ))
+        .about(
+            "Renders GEN's export examples (JSON lines on standard input) into this agent's \
+             datasets (ExportResult JSON lines on standard output), without HTTP",
+        );
+    match ExportCli::from_arg_matches(
+        &command.get_matches_from(std::iter::once(program).chain(args)),
+    ) {
+        Ok(cli) => Some(cli.export),
+        Err(e) => e.exit(),
+    }
+}
+
+/// Runs `agent`'s exporter as [`ExportArgs`] say: exit status 0 when every
+/// line was answered (even with `error` results), 1 when the agent has no
+/// exporter or the input cannot be read or the output written, 2 for
+/// invalid options.
+#[allow(
+    clippy::print_stderr,
+    clippy::print_stdout,
+    reason = "the command-line front end reports to the terminal"
+)]
+pub fn run_export<A: Agent>(agent: &A, args: &ExportArgs) -> ExitCode {
+    use std::io::Write;
+    let info = agent.info();
+    let Some(exporter) = agent.exporter() else {
+        eprintln!(
+            "error: the agent {} {} has no exporter",
+            info.agent_id, info.agent_version
+        );
+        return ExitCode::from(1);
+    };
+    if args.describe {
+        let mut out = std::io::stdout().lock();
+        let text = crate::export::describe(&info, exporter);
+        return match writeln!(out, "{text}").and_then(|()| out.flush()) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("error: cannot write to standard output: {e}");
+                ExitCode::from(1)
+            }
+        };
+    }
+    let options = match args
+        .options
+        .as_deref()
+        .map(|t| crate::Json::from_slice(t.as_bytes()))
+    {
+        None => crate::Object::new(),
+        Some(Ok(crate::Json::Object(o))) => o,
+        Some(Ok(_)) => {
+            eprintln!("error: --options must be a JSON object");
+            return ExitCode::from(2);
+        }
+        Some(Err(e)) => {
+            eprintln!("error: --options is not valid JSON: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let input: Box<dyn std::io::BufRead> = match &args.input {
+        None => Box::new(std::io::stdin().lock()),
+        Some(path) => match std::fs::File::open(path) {
+            Ok(file) => Box::new(std::io::BufReader::new(file)),
+            Err(e) => {
+                eprintln!("error: cannot read {}: {e}", path.display());
+                return ExitCode::from(1);
+            }
+        },
+    };
+    let output = std::io::BufWriter::new(std::io::stdout().lock());
+    match crate::export::serve_export(exporter, input, output, &options, args.batch_size) {
+        Ok(summary) => {
+            eprintln!(
+                "exported {} examples ({} errors)",
+                summary.examples, summary.errors
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: export stopped: {e}");
+            ExitCode::from(1)
+        }
     }
 }
 

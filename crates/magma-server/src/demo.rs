@@ -141,6 +141,10 @@ impl Agent for DemoAgent {
         self.info.clone()
     }
 
+    fn exporter(&self) -> Option<&dyn crate::Exporter> {
+        Some(&DemoExporter)
+    }
+
     async fn respond(&self, input: &AgentInput) -> Result<Vec<Candidate>, Rejection> {
         fits(std::slice::from_ref(input))?;
         let (delay, steps) = checked(input)?;
@@ -594,4 +598,141 @@ mod tests {
         assert!(steps(&obj(json!({"steps": "4"}))).is_err());
         assert!(steps(&obj(json!({"steps": 18446744073709551615u64}))).is_err());
     }
+}
+
+// ---------------------------------------------------------------------------
+// Dataset export
+
+/// The demo agent's dataset exporter, run by `magma-server export` (see
+/// [`Exporter`](crate::Exporter)). Each example with a decision gives:
+///
+/// - one record in dataset `chat` (file `chat.json`): `{"example_id",
+///   "messages", "tools"}` where `messages` is a system message made of the
+///   input's `memory.memory_list` strings (one per line; omitted when there
+///   are none), the instruction as a `user` message (`env` instructions are
+///   prefixed `[env] `), and the decision as the `assistant` message: its
+///   `say` as `content` and its tool calls as `tool_calls` (`{"name",
+///   "target_robot_name", "arguments"}`); `tools` are the input's tools;
+/// - one record in dataset `internal_steps` (file `internal_steps.json`)
+///   per record of the candidate's `internal_steps` that has the
+///   [`InternalStep`](magma_protocol::InternalStep) shape: `{"example_id",
+///   "component", "origin", "prompt", "completion"}`; records of another
+///   shape are left out.
+///
+/// An example without a decision is `skipped`. For tests of the export
+/// path, an instruction content of `__export_panic__` makes the exporter
+/// panic and one of `__export_abort__` makes the process abort; both are
+/// reported by the caller as an `error` result for that example.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DemoExporter;
+
+impl crate::Exporter for DemoExporter {
+    fn filenames(&self) -> Vec<(String, String)> {
+        vec![
+            ("chat".to_owned(), "chat.json".to_owned()),
+            (
+                "internal_steps".to_owned(),
+                "internal_steps.json".to_owned(),
+            ),
+        ]
+    }
+
+    fn export_example(
+        &self,
+        example: &magma_protocol::export::ExportExample,
+        _options: &Object,
+    ) -> magma_protocol::export::ExportResult {
+        use magma_protocol::export::{ExportRecord, ExportResult};
+        let id = &example.example_id;
+        let content = example.input.instruction.content.as_str();
+        match content {
+            "__export_panic__" => panic!("demo exporter: asked to panic on {id}"),
+            "__export_abort__" => std::process::abort(),
+            _ => {}
+        }
+        let Some(decision) = example.candidate.decision() else {
+            return ExportResult::skipped(id, "the candidate has no decision")
+                .unwrap_or_else(|e| ExportResult::failed(id, e.to_string()));
+        };
+        let mut messages = Vec::with_capacity(3);
+        let rules: Vec<&str> = example
+            .input
+            .memory_list()
+            .unwrap_or_default()
+            .iter()
+            .filter_map(Json::as_str)
+            .collect();
+        if !rules.is_empty() {
+            messages.push(message("system", Json::from(rules.join("\n"))));
+        }
+        let user = match example.input.instruction.kind {
+            InstructionType::Env => format!("[env] {content}"),
+            _ => content.to_owned(),
+        };
+        messages.push(message("user", Json::String(user)));
+        let mut assistant = message("assistant", Json::from(decision.say.as_str()));
+        if let Json::Object(o) = &mut assistant {
+            let calls: Vec<Json> = decision
+                .tool_calls
+                .iter()
+                .map(|call| {
+                    let mut c = Object::with_capacity(3);
+                    c.insert("name", Json::from(call.name.as_str()));
+                    c.insert(
+                        "target_robot_name",
+                        Json::from(call.target_robot_name.as_str()),
+                    );
+                    c.insert("arguments", Json::Object(call.arguments.clone()));
+                    Json::Object(c)
+                })
+                .collect();
+            o.insert("tool_calls", Json::Array(calls));
+        }
+        messages.push(assistant);
+        let mut chat = Object::with_capacity(3);
+        chat.insert("example_id", Json::from(id.as_str()));
+        chat.insert("messages", Json::Array(messages));
+        chat.insert(
+            "tools",
+            Json::Array(
+                example
+                    .input
+                    .tools
+                    .iter()
+                    .cloned()
+                    .map(Json::Object)
+                    .collect(),
+            ),
+        );
+        let mut records = Vec::with_capacity(1 + example.candidate.internal_steps.len());
+        match ExportRecord::new(format!("{id}:chat"), "chat", chat) {
+            Ok(r) => records.push(r),
+            Err(e) => return ExportResult::failed(id, e.to_string()),
+        }
+        for (n, step) in example.candidate.internal_steps.iter().enumerate() {
+            let Ok(step) = magma_protocol::InternalStep::from_json(Json::Object(step.clone()))
+            else {
+                continue;
+            };
+            let mut data = Object::with_capacity(5);
+            data.insert("example_id", Json::from(id.as_str()));
+            data.insert("component", Json::String(step.component));
+            data.insert("origin", Json::from(step.origin.as_str()));
+            data.insert("prompt", Json::String(step.full_prompt));
+            data.insert("completion", Json::String(step.output_raw));
+            match ExportRecord::new(format!("{id}:step:{n}"), "internal_steps", data) {
+                Ok(r) => records.push(r),
+                Err(e) => return ExportResult::failed(id, e.to_string()),
+            }
+        }
+        ExportResult::exported(id, records)
+            .unwrap_or_else(|e| ExportResult::failed(id, e.to_string()))
+    }
+}
+
+fn message(role: &str, content: Json) -> Json {
+    let mut o = Object::with_capacity(3);
+    o.insert("role", Json::from(role));
+    o.insert("content", content);
+    Json::Object(o)
 }

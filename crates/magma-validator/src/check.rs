@@ -7,6 +7,9 @@ use magma_protocol::coaching::{
     CoachingSessionConfig, InternalStep, ReplaceSay, SpecializedCoachingRequest,
     SpecializedCoachingResponse,
 };
+use magma_protocol::export::{
+    CandidateRecord, ExportExample, ExportRecord, ExportResult, SituationLink, SituationRecord,
+};
 use magma_protocol::{AgentHealth, AgentInfo, AgentRequest, AgentResponse, ErrorKind, Issue};
 
 use crate::explain::{
@@ -17,7 +20,7 @@ use crate::lint;
 use crate::report::{Finding, Report, shorten};
 
 /// The documents of the contract: the four of inference, then those of the
-/// coaching extension.
+/// coaching extension, then those of local dataset export.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum DocumentKind {
     /// A `POST /v1/responses` body (`AgentRequest`).
@@ -38,11 +41,23 @@ pub enum DocumentKind {
     InternalStep,
     /// The `extra_keys` of a `replace_say` proposal (`ReplaceSay`).
     ReplaceSay,
+    /// A link from a candidate to a situation of a saved graph (`SituationLink`).
+    SituationLink,
+    /// One candidate of a saved generation graph (`CandidateRecord`).
+    CandidateRecord,
+    /// One situation file of a saved generation graph (`SituationRecord`).
+    SituationRecord,
+    /// One example GEN's export hands an exporter (`ExportExample`).
+    ExportExample,
+    /// One dataset row of an export result (`ExportRecord`).
+    ExportRecord,
+    /// What an exporter gives for one example (`ExportResult`).
+    ExportResult,
 }
 
 impl DocumentKind {
     /// Every kind, in documentation order.
-    pub const ALL: [DocumentKind; 9] = [
+    pub const ALL: [DocumentKind; 15] = [
         DocumentKind::Request,
         DocumentKind::Response,
         DocumentKind::Info,
@@ -52,11 +67,19 @@ impl DocumentKind {
         DocumentKind::CoachingSession,
         DocumentKind::InternalStep,
         DocumentKind::ReplaceSay,
+        DocumentKind::SituationLink,
+        DocumentKind::CandidateRecord,
+        DocumentKind::SituationRecord,
+        DocumentKind::ExportExample,
+        DocumentKind::ExportRecord,
+        DocumentKind::ExportResult,
     ];
 
     /// `request`, `response`, `info`, `health`, `coaching_request`,
-    /// `coaching_response`, `coaching_session`, `internal_step` or
-    /// `replace_say` (the kinds of `batch` too).
+    /// `coaching_response`, `coaching_session`, `internal_step`,
+    /// `replace_say`, `situation_link`, `candidate_record`,
+    /// `situation_record`, `export_example`, `export_record` or
+    /// `export_result` (the kinds of `batch` too).
     pub fn as_str(self) -> &'static str {
         match self {
             DocumentKind::Request => "request",
@@ -68,6 +91,12 @@ impl DocumentKind {
             DocumentKind::CoachingSession => "coaching_session",
             DocumentKind::InternalStep => "internal_step",
             DocumentKind::ReplaceSay => "replace_say",
+            DocumentKind::SituationLink => "situation_link",
+            DocumentKind::CandidateRecord => "candidate_record",
+            DocumentKind::SituationRecord => "situation_record",
+            DocumentKind::ExportExample => "export_example",
+            DocumentKind::ExportRecord => "export_record",
+            DocumentKind::ExportResult => "export_result",
         }
     }
 }
@@ -82,7 +111,9 @@ impl fmt::Display for DocumentKind {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
     "unknown document kind {0:?}: expected request, response, info, health, \
-     coaching_request, coaching_response, coaching_session, internal_step or replace_say"
+     coaching_request, coaching_response, coaching_session, internal_step, replace_say, \
+     situation_link, candidate_record, situation_record, export_example, export_record or \
+     export_result"
 )]
 pub struct UnknownKind(pub String);
 
@@ -216,6 +247,36 @@ pub fn check_document(kind: DocumentKind, bytes: &[u8]) -> Report {
         }
         DocumentKind::ReplaceSay => {
             if let Err(e) = ReplaceSay::from_slice(bytes) {
+                report.findings.extend(issue_findings(kind, &e));
+            }
+        }
+        DocumentKind::SituationLink => {
+            if let Err(e) = SituationLink::from_slice(bytes) {
+                report.findings.extend(issue_findings(kind, &e));
+            }
+        }
+        DocumentKind::CandidateRecord => {
+            if let Err(e) = CandidateRecord::from_slice(bytes) {
+                report.findings.extend(issue_findings(kind, &e));
+            }
+        }
+        DocumentKind::SituationRecord => {
+            if let Err(e) = SituationRecord::from_slice(bytes) {
+                report.findings.extend(issue_findings(kind, &e));
+            }
+        }
+        DocumentKind::ExportExample => {
+            if let Err(e) = ExportExample::from_slice(bytes) {
+                report.findings.extend(issue_findings(kind, &e));
+            }
+        }
+        DocumentKind::ExportRecord => {
+            if let Err(e) = ExportRecord::from_slice(bytes) {
+                report.findings.extend(issue_findings(kind, &e));
+            }
+        }
+        DocumentKind::ExportResult => {
+            if let Err(e) = ExportResult::from_slice(bytes) {
                 report.findings.extend(issue_findings(kind, &e));
             }
         }

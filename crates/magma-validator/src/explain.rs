@@ -50,6 +50,20 @@ pub(crate) fn invalid_document_impact(kind: DocumentKind) -> &'static str {
              an invalid payload cannot be applied (the agent should answer an \
              invalid_output error candidate)"
         }
+        DocumentKind::SituationLink
+        | DocumentKind::CandidateRecord
+        | DocumentKind::SituationRecord => {
+            "GEN's export reads every saved situation with SituationRecord: a graph folder \
+             with an invalid record is skipped whole (`Skipping <folder>: ...`)"
+        }
+        DocumentKind::ExportExample => {
+            "GEN builds its export examples from these models and never hands an exporter \
+             such an example"
+        }
+        DocumentKind::ExportRecord | DocumentKind::ExportResult => {
+            "GEN's export validates what an exporter returns with ExportResult: an invalid \
+             result fails the whole export"
+        }
     }
 }
 

@@ -179,6 +179,18 @@ enum Kind {
     InternalStep,
     #[value(name = "replace_say", alias = "replace-say")]
     ReplaceSay,
+    #[value(name = "situation_link", alias = "situation-link")]
+    SituationLink,
+    #[value(name = "candidate_record", alias = "candidate-record")]
+    CandidateRecord,
+    #[value(name = "situation_record", alias = "situation-record")]
+    SituationRecord,
+    #[value(name = "export_example", alias = "export-example")]
+    ExportExample,
+    #[value(name = "export_record", alias = "export-record")]
+    ExportRecord,
+    #[value(name = "export_result", alias = "export-result")]
+    ExportResult,
 }
 
 impl From<Kind> for DocumentKind {
@@ -193,6 +205,12 @@ impl From<Kind> for DocumentKind {
             Kind::CoachingSession => DocumentKind::CoachingSession,
             Kind::InternalStep => DocumentKind::InternalStep,
             Kind::ReplaceSay => DocumentKind::ReplaceSay,
+            Kind::SituationLink => DocumentKind::SituationLink,
+            Kind::CandidateRecord => DocumentKind::CandidateRecord,
+            Kind::SituationRecord => DocumentKind::SituationRecord,
+            Kind::ExportExample => DocumentKind::ExportExample,
+            Kind::ExportRecord => DocumentKind::ExportRecord,
+            Kind::ExportResult => DocumentKind::ExportResult,
         }
     }
 }

@@ -79,9 +79,17 @@ impl LlmAgent {
     }
 }
 
+/// The agent's identity, served on `/v1/info` and named by `llm-agent export`.
+pub(crate) fn identity() -> AgentInfo {
+    let mut info = AgentInfo::new("llm-agent", env!("CARGO_PKG_VERSION"));
+    info.capabilities.insert("coaching", false);
+    info.coaching_unavailable_reason = Some("llm-agent does not coach".to_owned());
+    info
+}
+
 impl Agent for LlmAgent {
     fn info(&self) -> AgentInfo {
-        AgentInfo::new("llm-agent", env!("CARGO_PKG_VERSION"))
+        identity()
     }
 
     fn coaching_kinds(&self) -> &[CoachingKind] {
@@ -275,6 +283,11 @@ impl Prompt {
             tools,
             robots,
         }
+    }
+
+    /// The provider payload (`model`, `messages`, `tools`, ...).
+    pub(crate) fn payload(&self) -> &Json {
+        &self.payload
     }
 
     /// Candidate `k` from its provider exchange.

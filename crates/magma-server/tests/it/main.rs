@@ -5,6 +5,7 @@ mod support;
 mod budget;
 mod coaching;
 mod demo;
+mod export;
 mod faults;
 mod guide;
 mod hostile;

@@ -70,6 +70,24 @@ fn protocol_verdict(kind: &str, doc: &str, request: Option<&str>) -> (&'static s
             .map_err(first),
         "internal_step" => InternalStep::from_slice(doc).map(drop).map_err(first),
         "replace_say" => ReplaceSay::from_slice(doc).map(drop).map_err(first),
+        "situation_link" => magma_protocol::export::SituationLink::from_slice(doc)
+            .map(drop)
+            .map_err(first),
+        "candidate_record" => magma_protocol::export::CandidateRecord::from_slice(doc)
+            .map(drop)
+            .map_err(first),
+        "situation_record" => magma_protocol::export::SituationRecord::from_slice(doc)
+            .map(drop)
+            .map_err(first),
+        "export_example" => magma_protocol::export::ExportExample::from_slice(doc)
+            .map(drop)
+            .map_err(first),
+        "export_record" => magma_protocol::export::ExportRecord::from_slice(doc)
+            .map(drop)
+            .map_err(first),
+        "export_result" => magma_protocol::export::ExportResult::from_slice(doc)
+            .map(drop)
+            .map_err(first),
         "coaching_exchange" => {
             match SpecializedCoachingRequest::from_slice(request.unwrap().as_bytes()) {
                 Err(e) => Err(format!("request:{}", reason(e.first()))),
