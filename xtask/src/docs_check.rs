@@ -416,11 +416,10 @@ pub(crate) fn command_problems(page: &str, text: &str, published: bool) -> Vec<S
                     ));
                 }
             }
-            if let Some(rest) = cmd.strip_prefix("pip install ")
-                && rest.split_whitespace().any(|w| w == "magma-validate")
-                && !published
-                && !near
-            {
+            let pip_unpublished = cmd
+                .strip_prefix("pip install ")
+                .is_some_and(|rest| rest.split_whitespace().any(|w| w == "magma-validate"));
+            if pip_unpublished && !published && !near {
                 problems.push(format!(
                     "{page}:{}: `pip install magma-validate` (not on PyPI before the first release) without \"from the first release\": {}",
                     i + 1,

@@ -154,9 +154,12 @@ fn locked(lock: &str) -> std::collections::BTreeMap<String, Vec<String>> {
     for line in lock.lines() {
         if let Some(n) = line.strip_prefix("name = ") {
             name = Some(n.trim_matches('"').to_owned());
-        } else if let Some(v) = line.strip_prefix("version = ")
-            && let Some(n) = name.take()
-        {
+            continue;
+        }
+        let Some(v) = line.strip_prefix("version = ") else {
+            continue;
+        };
+        if let Some(n) = name.take() {
             map.entry(n)
                 .or_default()
                 .push(v.trim_matches('"').to_owned());

@@ -33,8 +33,10 @@ fn sections(text: &str) -> Vec<String> {
     for line in text.lines() {
         if line.trim_start().starts_with("```") {
             fenced = !fenced;
-        } else if !fenced && let Some(h) = line.strip_prefix("## ") {
-            out.push(h.trim().to_owned());
+        } else if !fenced {
+            if let Some(h) = line.strip_prefix("## ") {
+                out.push(h.trim().to_owned());
+            }
         }
     }
     out
