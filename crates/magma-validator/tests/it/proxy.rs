@@ -1,0 +1,328 @@
+//! `magma-validate proxy` and `replay`: the real binary between a client
+//! and real agents on loopback (magma-server's demo agent, the broken stub
+//! agents of these tests), answers compared byte for byte with direct calls.
+
+use std::process::Command;
+use std::time::Duration;
+
+use magma_client::{Client, RawRequest, RawResponse};
+use magma_testkit::TempDir;
+use magma_testkit::process::LoggedChild;
+use magma_testkit::stub::{Reply, StubServer};
+use magma_validator::magma_protocol::{AgentDecision, AgentRequest, AgentResponse, Candidate};
+use serde_json::Value;
+
+use crate::probe_live::RealServer;
+use crate::support::{BIN, Fault, agent_server, code, run, stdout};
+
+/// The proxy binary, running until [`Running::stop`].
+struct Running {
+    child: LoggedChild,
+    url: String,
+}
+
+fn start(upstream: &str, extra: &[&str]) -> Running {
+    let mut cmd = Command::new(BIN);
+    cmd.args(["proxy", "--upstream", upstream, "--listen", "127.0.0.1:0"])
+        .args(extra);
+    let mut child = LoggedChild::spawn("magma-validate proxy", &mut cmd);
+    let line = child.wait_for_log("listening on", Duration::from_secs(20));
+    let url = line
+        .split_whitespace()
+        .find(|w| w.starts_with("http://") || w.starts_with("https://"))
+        .expect("the proxy's URL")
+        .to_owned();
+    Running { child, url }
+}
+
+impl Running {
+    /// SIGTERM, then the exit code and the log.
+    fn stop(mut self) -> (i32, String) {
+        let pid = self.child.guard().id().to_string();
+        let killed = Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .expect("kill");
+        assert!(killed.success());
+        let status = self
+            .child
+            .guard()
+            .child()
+            .wait()
+            .expect("wait for the proxy");
+        // The log thread reads to the end of standard error.
+        std::thread::sleep(Duration::from_millis(100));
+        (status.code().expect("exit code"), self.child.log())
+    }
+}
+
+fn client(url: &str) -> Client {
+    Client::builder(url).build().expect("client")
+}
+
+const REQUEST: &str = r#"{"request_id":"r-1","inputs":[{"id":3,"instruction":{"type":"user","content":"hello"},"memory":{"token":"secret-value","n":1},"num_outputs":2}]}"#;
+
+/// The BENCH-like calls: health, info, a response with two candidates.
+fn bench_like(url: &str) -> Vec<RawResponse> {
+    let c = client(url);
+    vec![
+        c.execute(RawRequest::get("/health")).expect("health"),
+        c.execute(RawRequest::get("/v1/info")).expect("info"),
+        c.execute(RawRequest::post("/v1/responses").json(REQUEST))
+            .expect("responses"),
+    ]
+}
+
+fn same(a: &[RawResponse], b: &[RawResponse]) {
+    assert_eq!(a.len(), b.len());
+    for (x, y) in a.iter().zip(b) {
+        assert_eq!(x.status(), y.status());
+        assert_eq!(x.body(), y.body(), "bodies differ");
+        assert_eq!(
+            x.headers().get("content-type"),
+            y.headers().get("content-type")
+        );
+    }
+}
+
+#[test]
+fn answers_of_magma_server_pass_through_unchanged_and_are_recorded() {
+    let server = RealServer::start_with(magma_server::Config::default());
+    let dir = TempDir::new("proxy-demo");
+    let record = dir.path().join("run.jsonl");
+    let summary = dir.path().join("summary.json");
+    let proxy = start(
+        &server.url(),
+        &[
+            "--record",
+            record.to_str().unwrap(),
+            "--redact",
+            "token",
+            "--format",
+            "json",
+            "-o",
+            summary.to_str().unwrap(),
+        ],
+    );
+    let direct = bench_like(&server.url());
+    let through = bench_like(&proxy.url);
+    same(&direct, &through);
+    let (exit, log) = proxy.stop();
+    assert_eq!(exit, 0, "{log}");
+    assert!(!log.contains("[exchange"), "no finding expected:\n{log}");
+
+    let summary: Value = serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
+    assert_eq!(summary["exchanges"], 3, "{summary:#}");
+    assert_eq!(summary["statuses"]["200"], 3, "{summary:#}");
+    assert_eq!(summary["checks"]["response"]["checked"], 1, "{summary:#}");
+    assert!(summary["latency_ms"]["max"].as_f64().unwrap() > 0.0);
+
+    // The recording: three lines that `batch` accepts, memory key redacted.
+    let text = std::fs::read_to_string(&record).unwrap();
+    assert_eq!(text.lines().count(), 3, "{text}");
+    assert!(!text.contains("secret-value"), "{text}");
+    assert!(text.contains("[redacted]"), "{text}");
+    let out = run(&["batch"], text.as_bytes());
+    let verdicts: Vec<&str> = std::str::from_utf8(&out.stdout).unwrap().lines().collect();
+    assert_eq!(verdicts.len(), 3);
+    assert!(
+        verdicts.iter().all(|v| v.contains("accept")),
+        "{verdicts:?}"
+    );
+}
+
+#[test]
+fn an_unreachable_upstream_is_a_502_with_a_json_detail() {
+    let port = magma_testkit::stub::free_port();
+    let proxy = start(&format!("http://{port}"), &[]);
+    let answer = client(&proxy.url)
+        .execute(RawRequest::post("/v1/responses").json(REQUEST))
+        .expect("the proxy answers");
+    assert_eq!(answer.status().as_u16(), 502);
+    let body: Value = serde_json::from_slice(answer.body()).unwrap();
+    assert!(
+        body["detail"]
+            .as_str()
+            .unwrap()
+            .contains("could not be reached"),
+        "{body}"
+    );
+    let (exit, log) = proxy.stop();
+    assert_eq!(exit, 1, "{log}");
+    assert!(log.contains("upstream error upstream_unreachable"), "{log}");
+}
+
+/// Each broken agent: the finding naming its fault in the log, the
+/// recording and the JUnit summary.
+#[test]
+fn each_broken_agent_produces_a_finding_naming_its_fault() {
+    let cases = [
+        (Fault::ReversedCandidates, "response", "candidates_mismatch"),
+        (Fault::MissingCandidate, "response", "candidates_mismatch"),
+        (Fault::IndexFromOne, "response", "candidates_mismatch"),
+        (Fault::RequestIdNotEchoed, "response", "candidates_mismatch"),
+        (Fault::MemoryMissing, "response", "missing"),
+        (Fault::MemoryNull, "response", "dict_type"),
+        (Fault::NanInBody, "response", "finite_number"),
+        (Fault::ObjectInsteadOfArray, "response", "list_type"),
+        (Fault::HealthExtraField, "health", "extra_forbidden"),
+        (Fault::InfoCoachingSessionVersion, "info", "extra_forbidden"),
+        (Fault::InfoProtocol10, "info", "protocol_version"),
+        (Fault::InfoServerError, "info", "http_status"),
+        (Fault::ServerErrorOnEmptyInputs, "response", "http_status"),
+        (Fault::SayWithToolCalls, "response", "say_with_tool_calls"),
+        (Fault::TextPlainContentType, "content_type", "content_type"),
+    ];
+    let dir = TempDir::new("proxy-faults");
+    for (fault, check, code) in cases {
+        let agent = agent_server(fault);
+        let record = dir.path().join(format!("{fault:?}.jsonl"));
+        let junit = dir.path().join(format!("{fault:?}.xml"));
+        let proxy = start(
+            &agent.url(),
+            &[
+                "--record",
+                record.to_str().unwrap(),
+                "--format",
+                "junit",
+                "-o",
+                junit.to_str().unwrap(),
+            ],
+        );
+        let c = client(&proxy.url);
+        let _ = c.execute(RawRequest::get("/health"));
+        let _ = c.execute(RawRequest::get("/v1/info"));
+        let body = if fault == Fault::ServerErrorOnEmptyInputs {
+            r#"{"request_id":"r-2","inputs":[]}"#.to_owned()
+        } else if fault == Fault::SayWithToolCalls {
+            // BENCH's env input with tools and known robots.
+            magma_testkit::fixtures::bench_like_request(1)
+        } else {
+            REQUEST.to_owned()
+        };
+        let _ = c.execute(RawRequest::post("/v1/responses").json(body));
+        let (exit, log) = proxy.stop();
+        // Lints (warnings) do not fail the run; contract errors do.
+        let warning = matches!(
+            code,
+            "protocol_version" | "say_with_tool_calls" | "content_type"
+        );
+        assert_eq!(exit, i32::from(!warning), "{fault:?}: {log}");
+        let line = format!("{check} ");
+        assert!(
+            log.lines()
+                .any(|l| l.starts_with("[exchange ") && l.contains(&line) && l.contains(code)),
+            "{fault:?}: no {check}/{code} line in\n{log}"
+        );
+        let recorded = std::fs::read_to_string(&record).unwrap();
+        assert!(
+            recorded.lines().any(|l| {
+                let v: Value = serde_json::from_str(l).unwrap();
+                v["findings"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|f| f["check"] == check && f["code"].as_str().unwrap().contains(code))
+            }),
+            "{fault:?}: not recorded:\n{recorded}"
+        );
+        let xml = std::fs::read_to_string(&junit).unwrap();
+        let doc = quick_junit::Report::deserialize_from_str(&xml).expect("valid JUnit XML");
+        let suite = &doc.test_suites[0];
+        let case = suite
+            .test_cases
+            .iter()
+            .find(|c| c.name.as_str() == check)
+            .unwrap_or_else(|| panic!("{fault:?}: no test case {check} in\n{xml}"));
+        if warning {
+            // Lints are warnings: the case passes and lists them.
+            assert!(xml.contains(code), "{fault:?}: {xml}");
+        } else {
+            assert!(
+                !matches!(case.status, quick_junit::TestCaseStatus::Success { .. }),
+                "{fault:?}: {xml}"
+            );
+            assert!(xml.contains(code), "{fault:?}: {xml}");
+        }
+    }
+}
+
+/// An agent answering like the stub's correct one, with its say changed
+/// for the input whose content is `changed`.
+fn changed_agent(changed: &'static str) -> StubServer {
+    StubServer::start(move |req| {
+        if req.method == "POST" && req.path_only() == "/v1/responses" {
+            let Ok(request) = AgentRequest::from_slice(&req.body) else {
+                return Reply::json(422, r#"{"detail":"invalid"}"#);
+            };
+            let response = AgentResponse::build(&request, |input, _| {
+                let content = &input.instruction.content;
+                let say = if content == changed {
+                    format!("OK: {content}")
+                } else {
+                    format!("ok: {content}")
+                };
+                Candidate::new(input.memory.clone(), AgentDecision::say(say))
+            });
+            return Reply::json(200, response.to_json_string());
+        }
+        crate::support::handle(Fault::None, &req.method, req.path_only(), &req.body)
+    })
+}
+
+#[test]
+fn replay_reports_no_difference_against_the_same_agent_and_one_against_a_changed_one() {
+    let agent = agent_server(Fault::None);
+    let dir = TempDir::new("proxy-replay");
+    let record = dir.path().join("run.jsonl");
+    let proxy = start(&agent.url(), &["--record", record.to_str().unwrap()]);
+    let c = client(&proxy.url);
+    for content in ["first", "second", "third"] {
+        let body = format!(
+            r#"{{"request_id":"r-{content}","inputs":[{{"id":1,"instruction":{{"type":"user","content":"{content}"}}}}]}}"#
+        );
+        let a = c
+            .execute(RawRequest::post("/v1/responses").json(body))
+            .unwrap();
+        assert_eq!(a.status().as_u16(), 200);
+    }
+    let (exit, log) = proxy.stop();
+    assert_eq!(exit, 0, "{log}");
+    let record = record.to_str().unwrap();
+
+    let out = run(
+        &[
+            "replay",
+            record,
+            "--agent",
+            &agent.url(),
+            "--format",
+            "json",
+        ],
+        b"",
+    );
+    assert_eq!(code(&out), 0, "{}", stdout(&out));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let exchanges = report["exchanges"].as_array().unwrap();
+    assert_eq!(exchanges.len(), 3, "{report:#}");
+    assert!(
+        exchanges
+            .iter()
+            .all(|e| e["differences"] == serde_json::json!([]))
+    );
+
+    let changed = changed_agent("second");
+    let out = run(&["replay", record, "--agent", &changed.url()], b"");
+    assert_eq!(code(&out), 1);
+    let text = stdout(&out);
+    let different: Vec<&str> = text.lines().filter(|l| l.contains("different:")).collect();
+    assert_eq!(different.len(), 1, "{text}");
+    assert!(
+        different[0].contains(r#"say "OK: second", recorded "ok: second""#),
+        "{text}"
+    );
+    assert!(
+        text.contains("1 different, 0 with contract errors"),
+        "{text}"
+    );
+}
