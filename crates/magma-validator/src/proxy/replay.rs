@@ -141,21 +141,24 @@ pub fn replay(input: impl BufRead, config: &ReplayConfig) -> Result<ReplayReport
         agent: config.agent.clone(),
         ..ReplayReport::default()
     };
+    // Lines are written as their checks end: the ids give the order in
+    // which the consumer sent them (a session before its coaching requests).
+    let mut recorded_lines = Vec::new();
     for (n, line) in input.lines().enumerate() {
         let line = line?;
         let number = n + 1;
         if line.trim().is_empty() {
             continue;
         }
-        let recorded: RecordedExchange = match serde_json::from_str(&line) {
-            Ok(r) => r,
-            Err(e) => {
-                report
-                    .skipped
-                    .push(format!("line {number}: not a recorded exchange: {e}"));
-                continue;
-            }
-        };
+        match serde_json::from_str::<RecordedExchange>(&line) {
+            Ok(r) => recorded_lines.push((number, r)),
+            Err(e) => report
+                .skipped
+                .push(format!("line {number}: not a recorded exchange: {e}")),
+        }
+    }
+    recorded_lines.sort_by_key(|(_, r)| r.id);
+    for (number, recorded) in recorded_lines {
         let route = Route::of(&recorded.method, &recorded.path);
         if matches!(route, Route::Health | Route::Info | Route::Other) {
             continue;

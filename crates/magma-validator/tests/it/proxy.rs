@@ -326,3 +326,156 @@ fn replay_reports_no_difference_against_the_same_agent_and_one_against_a_changed
         "{text}"
     );
 }
+
+/// HTTPS on both sides: magma-server behind TLS, the proxy listening with
+/// TLS (a certificate of the same development CA); answers unchanged.
+#[cfg(feature = "tls")]
+#[test]
+fn https_on_both_sides_passes_answers_unchanged() {
+    let server_dir = TempDir::new("proxy-tls");
+    let (tls, files) =
+        magma_server::TlsConfig::self_signed(server_dir.path(), &["127.0.0.1".to_owned()], None)
+            .expect("development certificate");
+    let mut config = magma_server::Config::default();
+    config.tls = Some(tls);
+    let server = RealServer::start_with(config);
+    assert!(server.url().starts_with("https://"));
+    let ca = files.ca_cert.to_str().unwrap();
+    let proxy = start(
+        &server.url(),
+        &[
+            "--cacert",
+            ca,
+            "--tls-cert",
+            files.cert.to_str().unwrap(),
+            "--tls-key",
+            files.key.to_str().unwrap(),
+        ],
+    );
+    assert!(proxy.url.starts_with("https://"), "{}", proxy.url);
+    let tls_client = |url: &str| {
+        Client::builder(url)
+            .ca_file(files.ca_cert.clone())
+            .build()
+            .expect("client")
+    };
+    let calls = |c: &Client| -> Vec<RawResponse> {
+        vec![
+            c.execute(RawRequest::get("/health")).expect("health"),
+            c.execute(RawRequest::get("/v1/info")).expect("info"),
+            c.execute(RawRequest::post("/v1/responses").json(REQUEST))
+                .expect("responses"),
+        ]
+    };
+    let direct = calls(&tls_client(&server.url()));
+    let through = calls(&tls_client(&proxy.url));
+    same(&direct, &through);
+    let (exit, log) = proxy.stop();
+    assert_eq!(exit, 0, "{log}");
+
+    // Without --cacert the upstream is not trusted: a 502 naming TLS.
+    let proxy = start(&server.url(), &[]);
+    let answer = client(&proxy.url)
+        .execute(RawRequest::get("/health"))
+        .unwrap();
+    assert_eq!(answer.status().as_u16(), 502);
+    let (exit, log) = proxy.stop();
+    assert_eq!(exit, 1);
+    assert!(log.contains("upstream_unreachable"), "{log}");
+}
+
+/// GEN's coaching calls through the proxy against the demo coach: session,
+/// coaching request, re-injected payloads (a right one, and one wrapped in
+/// a `coaching` key, which the proxy flags), close; answers unchanged.
+#[test]
+fn coaching_calls_and_reinjected_payloads_are_checked() {
+    let server = RealServer::start_with(magma_server::Config::default());
+    let dir = TempDir::new("proxy-coaching");
+    let record = dir.path().join("run.jsonl");
+    let proxy = start(&server.url(), &["--record", record.to_str().unwrap()]);
+    let coaching = magma_testkit::fixtures::gen_like_coaching_request(3);
+    let run_id = serde_json::from_str::<Value>(&coaching).unwrap()["run_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let session = format!("/v1/coaching/sessions/{run_id}");
+    let config = r#"{"backends":{"coach":{"type":"openai","endpoint":"http://127.0.0.1:9/v1","default_model":"m","headers":{},"timeout":30.0,"max_retry":3}},"capture_logs":true}"#;
+    let reinjected = |payload: &str| {
+        format!(
+            r#"{{"request_id":"r-c","inputs":[{{"id":1,"instruction":{{"type":"user","content":"hi"}},"num_outputs":1,"extra_keys":{{"coaching":{payload}}}}}]}}"#
+        )
+    };
+    let gen_calls = |url: &str| -> Vec<RawResponse> {
+        let c = client(url);
+        vec![
+            c.execute(RawRequest::new(http::Method::PUT, session.clone()).json(config))
+                .unwrap(),
+            c.execute(RawRequest::post("/v1/coaching").json(coaching.clone()))
+                .unwrap(),
+            c.execute(
+                RawRequest::post("/v1/responses")
+                    .json(reinjected(r#"{"kind":"replace_say","text":"fixed"}"#)),
+            )
+            .unwrap(),
+            c.execute(RawRequest::post("/v1/responses").json(reinjected(
+                r#"{"coaching":{"kind":"replace_say","text":"fixed"}}"#,
+            )))
+            .unwrap(),
+            c.execute(RawRequest::new(http::Method::DELETE, session.clone()))
+                .unwrap(),
+        ]
+    };
+    let through = gen_calls(&proxy.url);
+    let direct = gen_calls(&server.url());
+    same(&direct, &through);
+    assert_eq!(through[0].status().as_u16(), 204);
+    assert_eq!(through[1].status().as_u16(), 200);
+    let (exit, log) = proxy.stop();
+    // A warning (the wrapped payload) does not fail the run.
+    assert_eq!(exit, 0, "{log}");
+    let flagged: Vec<&str> = log
+        .lines()
+        .filter(|l| l.starts_with("[exchange "))
+        .collect();
+    assert_eq!(flagged.len(), 1, "{log}");
+    assert!(
+        flagged[0].contains("reinjected_payload warning reinjected_payload"),
+        "{log}"
+    );
+    let text = std::fs::read_to_string(&record).unwrap();
+    // Lines are written as their checks end; the ids give the order of arrival.
+    let mut lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    lines.sort_by_key(|l| l["id"].as_u64().unwrap());
+    let kinds: Vec<&str> = lines.iter().map(|l| l["kind"].as_str().unwrap()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "coaching_session",
+            "coaching_exchange",
+            "exchange",
+            "exchange",
+            "none"
+        ]
+    );
+}
+
+/// A recording that cannot be written (a full disk) is a proxy fault in
+/// the log; the traffic goes on unchanged.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_full_disk_for_the_recording_does_not_stop_the_traffic() {
+    let server = RealServer::start_with(magma_server::Config::default());
+    let proxy = start(&server.url(), &["--record", "/dev/full"]);
+    let direct = bench_like(&server.url());
+    let through = bench_like(&proxy.url);
+    same(&direct, &through);
+    let (exit, log) = proxy.stop();
+    assert_eq!(exit, 0, "{log}");
+    assert!(
+        log.contains("proxy fault: cannot write the recording /dev/full"),
+        "{log}"
+    );
+}
