@@ -10,6 +10,7 @@ pub mod conformance;
 pub mod deploy;
 pub mod interop;
 pub mod process;
+pub mod proxy_interop;
 pub mod python;
 pub mod schema_check;
 pub mod schemathesis;

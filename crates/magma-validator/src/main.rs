@@ -160,6 +160,10 @@ enum Command {
         /// Largest answer body read from the agent, in bytes (larger: 502)
         #[arg(long, value_name = "N", default_value_t = magma_client::DEFAULT_MAX_RESPONSE_BYTES)]
         max_response_bytes: u64,
+        /// Memory budget of the bodies held at once, each counted twice (bytes and parse), as
+        /// magma-server's; a request that finds no room within 1 s gets 503
+        #[arg(long, value_name = "N", default_value_t = magma_validator::proxy::DEFAULT_MAX_TOTAL_BODY_BYTES)]
+        max_total_body_bytes: u64,
         /// Write every exchange as a JSON line (a case of `batch`, with status, timing, findings)
         #[arg(long, value_name = "FILE")]
         record: Option<PathBuf>,
@@ -475,6 +479,7 @@ fn run(cli: Cli) -> Result<u8, Fatal> {
             timeout,
             max_body_bytes,
             max_response_bytes,
+            max_total_body_bytes,
             record,
             record_body_limit,
             redact,
@@ -489,6 +494,7 @@ fn run(cli: Cli) -> Result<u8, Fatal> {
             config.timeout = timeout;
             config.max_body_bytes = max_body_bytes;
             config.max_response_bytes = max_response_bytes;
+            config.max_total_body_bytes = max_total_body_bytes;
             config.record = record;
             config.record_body_limit = record_body_limit;
             config.redact = redact;

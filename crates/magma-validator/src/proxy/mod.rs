@@ -18,22 +18,24 @@ use std::fs::File;
 use std::io::{BufWriter, Write as _};
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full, Limited};
-use hyper::body::Incoming;
+use hyper::body::{Frame, Incoming, SizeHint};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use magma_client::{Client, ErrorKind, RawRequest};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
-use tokio::sync::watch;
+use tokio::sync::{OwnedSemaphorePermit, watch};
 
 pub use record::{Body, Digest, RecordedExchange, RecordedFinding};
 pub use replay::{
@@ -49,6 +51,15 @@ use summary::Stats;
 /// Default largest request body forwarded: magma-server's default
 /// `max_body_bytes` (16 MiB).
 pub const DEFAULT_MAX_BODY_BYTES: u64 = 16 << 20;
+/// Default memory budget of the bodies held at once: magma-server's
+/// default `max_total_body_bytes` (256 MiB).
+pub const DEFAULT_MAX_TOTAL_BODY_BYTES: u64 = 256 << 20;
+/// How long a request waits for room in the budget before its `503`, as
+/// magma-server waits.
+const BUDGET_WAIT: Duration = Duration::from_secs(1);
+/// The budget counts in units of this many bytes (a semaphore's permits).
+const UNIT: u64 = 1024;
+
 /// Default size over which `--record` writes a body's digest instead of
 /// its text (1 MiB).
 pub const DEFAULT_RECORD_BODY_LIMIT: usize = 1 << 20;
@@ -73,6 +84,12 @@ pub struct ProxyConfig {
     pub max_body_bytes: u64,
     /// Largest answer body read from the upstream (larger: `502`).
     pub max_response_bytes: u64,
+    /// Memory budget of the bodies held at once, each counted twice (its
+    /// bytes and what checking it parses), as magma-server counts requests:
+    /// a request that does not fit within a second gets `503`; an answer
+    /// that does not fit is forwarded unchecked (logged as a proxy fault).
+    /// At least `2 x max_body_bytes`.
+    pub max_total_body_bytes: u64,
     /// Write every exchange to this file as a JSON line.
     pub record: Option<PathBuf>,
     /// Bodies over this size are recorded by SHA-256 digest.
@@ -95,6 +112,7 @@ impl ProxyConfig {
             timeout: magma_client::DEFAULT_TIMEOUT,
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             max_response_bytes: magma_client::DEFAULT_MAX_RESPONSE_BYTES,
+            max_total_body_bytes: DEFAULT_MAX_TOTAL_BODY_BYTES,
             record: None,
             record_body_limit: DEFAULT_RECORD_BODY_LIMIT,
             redact: Vec::new(),
@@ -134,6 +152,9 @@ pub enum ProxyError {
         /// The cause.
         source: std::io::Error,
     },
+    /// The limits do not fit together.
+    #[error("{0}")]
+    Limits(String),
     /// The runtime cannot start.
     #[error("cannot start the runtime: {0}")]
     Runtime(std::io::Error),
@@ -162,7 +183,13 @@ struct Shared {
     pending: AtomicUsize,
     stats: Mutex<Stats>,
     record: Mutex<Option<mpsc::Sender<String>>>,
+    budget: Arc<tokio::sync::Semaphore>,
     log: LogFn,
+}
+
+/// Budget units for `bytes` held twice (the bytes and their parse).
+fn units(bytes: u64) -> u32 {
+    u32::try_from(bytes.saturating_mul(2).div_ceil(UNIT)).unwrap_or(u32::MAX)
 }
 
 impl Proxy {
@@ -182,6 +209,19 @@ impl Proxy {
             builder = builder.client_identity_files(cert.clone(), key.clone());
         }
         let client = builder.build().map_err(|e| upstream_err(e.to_string()))?;
+        if config.max_total_body_bytes < config.max_body_bytes.saturating_mul(2) {
+            return Err(ProxyError::Limits(
+                "--max-total-body-bytes must be at least 2 x --max-body-bytes".to_owned(),
+            ));
+        }
+        let budget_units = usize::try_from(config.max_total_body_bytes / UNIT)
+            .unwrap_or(usize::MAX)
+            .min(tokio::sync::Semaphore::MAX_PERMITS);
+        if u64::from(units(config.max_body_bytes)) > budget_units as u64 {
+            return Err(ProxyError::Limits(
+                "--max-total-body-bytes is too large for the budget's counter".to_owned(),
+            ));
+        }
         #[cfg(feature = "tls")]
         let acceptor = match &config.tls {
             Some((cert, key)) => Some(tls::acceptor(cert, key)?),
@@ -229,6 +269,7 @@ impl Proxy {
             pending: AtomicUsize::new(0),
             stats: Mutex::new(Stats::default()),
             record: Mutex::new(record_tx),
+            budget: Arc::new(tokio::sync::Semaphore::new(budget_units)),
             log,
         });
         Ok(Proxy {
@@ -423,9 +464,45 @@ fn forwardable(headers: &HeaderMap) -> HeaderMap {
     out
 }
 
-fn detail(status: StatusCode, text: &str) -> Response<Full<Bytes>> {
+/// An answer body that holds its share of the memory budget until hyper
+/// has written it (and the checks are done with it).
+struct HeldBody {
+    inner: Full<Bytes>,
+    _held: Option<Arc<OwnedSemaphorePermit>>,
+}
+
+impl HeldBody {
+    fn new(bytes: Bytes, held: Option<Arc<OwnedSemaphorePermit>>) -> HeldBody {
+        HeldBody {
+            inner: Full::new(bytes),
+            _held: held,
+        }
+    }
+}
+
+impl hyper::body::Body for HeldBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        Pin::new(&mut self.get_mut().inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+fn detail(status: StatusCode, text: &str) -> Response<HeldBody> {
     let body = serde_json::json!({ "detail": text }).to_string();
-    let mut resp = Response::new(Full::new(Bytes::from(body)));
+    let mut resp = Response::new(HeldBody::new(Bytes::from(body), None));
     *resp.status_mut() = status;
     resp.headers_mut().insert(
         header::CONTENT_TYPE,
@@ -440,7 +517,49 @@ fn now_ms() -> u64 {
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
-async fn handle(req: Request<Incoming>, shared: Arc<Shared>) -> Response<Full<Bytes>> {
+/// Answers the proxy gives itself before anything is forwarded (`413`,
+/// `400`, `503`): logged, counted under the check `proxy`, recorded.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the exchange's own fields, passed once from three places"
+)]
+fn refuse(
+    shared: &Arc<Shared>,
+    id: u64,
+    method: &http::Method,
+    path: String,
+    started: (Instant, u64),
+    status: StatusCode,
+    code: &str,
+    text: &str,
+) -> Response<HeldBody> {
+    (shared.log)(&format!("[exchange {id}] {method} {path}: {text}"));
+    let finding = Checked {
+        check: "proxy",
+        finding: crate::Finding::error("http", code, "", text.to_owned()),
+    };
+    finish(
+        shared,
+        Done {
+            id,
+            method: method.to_string(),
+            path,
+            request: Bytes::new(),
+            status: status.as_u16(),
+            content_type: None,
+            answer: Bytes::new(),
+            started_ms: started.1,
+            latency: started.0.elapsed(),
+            forwarded: false,
+            checked: true,
+            extra: vec![finding],
+            _held: None,
+        },
+    );
+    detail(status, text)
+}
+
+async fn handle(req: Request<Incoming>, shared: Arc<Shared>) -> Response<HeldBody> {
     let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
     let started = Instant::now();
     let started_ms = now_ms();
@@ -450,45 +569,70 @@ async fn handle(req: Request<Incoming>, shared: Arc<Shared>) -> Response<Full<By
         .uri
         .path_and_query()
         .map_or_else(|| "/".to_owned(), |p| p.as_str().to_owned());
-    let limit = usize::try_from(shared.config.max_body_bytes).unwrap_or(usize::MAX);
+    let max_body = shared.config.max_body_bytes;
+    let limit = usize::try_from(max_body).unwrap_or(usize::MAX);
+    let started_at = (started, started_ms);
+    let declared = parts
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    let too_large = format!("request body over the proxy's limit of {limit} bytes");
+    if declared.is_some_and(|n| n > max_body) {
+        return refuse(
+            &shared,
+            id,
+            &method,
+            path,
+            started_at,
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "request_body",
+            &too_large,
+        );
+    }
+    let want = units(declared.unwrap_or(max_body));
+    let budget = Arc::clone(&shared.budget);
+    let Ok(Ok(mut held)) = tokio::time::timeout(BUDGET_WAIT, budget.acquire_many_owned(want)).await
+    else {
+        return refuse(
+            &shared,
+            id,
+            &method,
+            path,
+            started_at,
+            StatusCode::SERVICE_UNAVAILABLE,
+            "memory_budget",
+            "the proxy's memory budget (--max-total-body-bytes) is in use; retry",
+        );
+    };
     let body = match Limited::new(body, limit).collect().await {
         Ok(b) => b.to_bytes(),
         Err(e) => {
             let (status, text) = if e.is::<http_body_util::LengthLimitError>() {
-                (
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    format!("request body over the proxy's limit of {limit} bytes"),
-                )
+                (StatusCode::PAYLOAD_TOO_LARGE, too_large)
             } else {
                 (
                     StatusCode::BAD_REQUEST,
                     format!("cannot read the request body: {e}"),
                 )
             };
-            (shared.log)(&format!("[exchange {id}] {method} {path}: {text}"));
-            let finding = Checked {
-                check: "proxy",
-                finding: crate::Finding::error("http", "request_body", "", text.clone()),
-            };
-            finish(
+            return refuse(
                 &shared,
-                Done {
-                    id,
-                    method: method.to_string(),
-                    path,
-                    request: Bytes::new(),
-                    status: status.as_u16(),
-                    content_type: None,
-                    answer: Bytes::new(),
-                    started_ms,
-                    latency: started.elapsed(),
-                    forwarded: false,
-                    extra: vec![finding],
-                },
+                id,
+                &method,
+                path,
+                started_at,
+                status,
+                "request_body",
+                &text,
             );
-            return detail(status, &text);
         }
     };
+    // A body without Content-Length reserved the whole limit: give back the rest.
+    let need = units(body.len() as u64) as usize;
+    if held.num_permits() > need {
+        drop(held.split(held.num_permits() - need));
+    }
     let mut raw = RawRequest::new(method.clone(), path.clone()).body(body.clone());
     *raw.headers_mut() = forwardable(&parts.headers);
     let (tx, rx) = tokio::sync::oneshot::channel();
@@ -499,6 +643,8 @@ async fn handle(req: Request<Incoming>, shared: Arc<Shared>) -> Response<Full<By
         .spawn(move || {
             let _ = tx.send(client.execute(raw));
         });
+    let mut checked = true;
+    let mut kept = None;
     let result = match spawned {
         Ok(_) => rx.await.ok(),
         Err(e) => {
@@ -516,7 +662,15 @@ async fn handle(req: Request<Incoming>, shared: Arc<Shared>) -> Response<Full<By
                 .map(str::to_owned);
             let headers = forwardable(answer.headers());
             let bytes = answer.into_body();
-            let mut resp = Response::new(Full::new(bytes.clone()));
+            // The answer is in memory already: it is forwarded whatever the
+            // budget says, and checked only if its share fits.
+            match Arc::clone(&shared.budget).try_acquire_many_owned(units(bytes.len() as u64)) {
+                Ok(more) => held.merge(more),
+                Err(_) => checked = false,
+            }
+            let held = Arc::new(held);
+            kept = Some(Arc::clone(&held));
+            let mut resp = Response::new(HeldBody::new(bytes.clone(), Some(held)));
             *resp.status_mut() = status;
             *resp.headers_mut() = headers;
             (resp, status, content_type, bytes, Vec::new())
@@ -567,7 +721,9 @@ async fn handle(req: Request<Incoming>, shared: Arc<Shared>) -> Response<Full<By
             started_ms,
             latency: started.elapsed(),
             forwarded,
+            checked,
             extra,
+            _held: kept,
         },
     );
     response
@@ -585,7 +741,12 @@ struct Done {
     started_ms: u64,
     latency: Duration,
     forwarded: bool,
+    /// `false` when the answer's share of the budget did not fit.
+    checked: bool,
     extra: Vec<Checked>,
+    /// The budget share, released once the checks are done (and hyper has
+    /// written the answer).
+    _held: Option<Arc<OwnedSemaphorePermit>>,
 }
 
 /// Checks and records off the connection's task; a panic there is a proxy
@@ -609,7 +770,19 @@ fn finish(shared: &Arc<Shared>, done: Done) {
 
 fn check_and_record(shared: &Shared, done: Done) {
     let route = Route::of(&done.method, &done.path);
-    let mut inspection = if done.forwarded {
+    if !done.checked {
+        let text = format!(
+            "exchange {} forwarded unchecked: its answer ({} bytes) did not fit in the memory \
+             budget (--max-total-body-bytes)",
+            done.id,
+            done.answer.len()
+        );
+        (shared.log)(&format!("proxy fault: {text}"));
+        if let Ok(mut stats) = shared.stats.lock() {
+            stats.summary.proxy_faults.push(text);
+        }
+    }
+    let mut inspection = if done.forwarded && done.checked {
         inspect(
             route,
             &done.request,

@@ -479,3 +479,68 @@ fn a_full_disk_for_the_recording_does_not_stop_the_traffic() {
         "{log}"
     );
 }
+
+/// The limits: a body over `--max-body-bytes` is a 413 that never reaches
+/// the agent; a request that finds the memory budget in use for a second
+/// is a 503; both with a JSON `detail`, both counted under `proxy`.
+#[test]
+fn body_limit_and_memory_budget() {
+    let agent = agent_server(Fault::HangsOnPost);
+    let proxy = start(
+        &agent.url(),
+        &[
+            "--max-body-bytes",
+            "1024",
+            "--max-total-body-bytes",
+            "2048",
+            "--timeout",
+            "3",
+        ],
+    );
+    let c = client(&proxy.url);
+    let big = format!(r#"{{"request_id":"{}","inputs":[]}}"#, "x".repeat(2000));
+    let answer = c
+        .execute(RawRequest::post("/v1/responses").json(big))
+        .unwrap();
+    assert_eq!(answer.status().as_u16(), 413);
+    let body: Value = serde_json::from_slice(answer.body()).unwrap();
+    assert!(body["detail"].as_str().unwrap().contains("1024"), "{body}");
+    assert_eq!(
+        agent.requests().len(),
+        0,
+        "a refused body reached the agent"
+    );
+
+    // 600 bytes, counted twice: the whole budget, held while the agent hangs.
+    let held = format!(r#"{{"request_id":"{}","inputs":[]}}"#, "y".repeat(570));
+    let url = proxy.url.clone();
+    let first = std::thread::spawn(move || {
+        client(&url)
+            .execute(RawRequest::post("/v1/responses").json(held))
+            .map(|a| a.status().as_u16())
+    });
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while agent.requests().is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the first request never arrived"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let answer = c
+        .execute(RawRequest::post("/v1/responses").json(REQUEST))
+        .unwrap();
+    assert_eq!(answer.status().as_u16(), 503);
+    let body: Value = serde_json::from_slice(answer.body()).unwrap();
+    assert!(
+        body["detail"].as_str().unwrap().contains("memory budget"),
+        "{body}"
+    );
+    // The hung request ends at --timeout with a 504.
+    assert_eq!(first.join().unwrap().unwrap(), 504);
+    let (exit, log) = proxy.stop();
+    assert_eq!(exit, 1, "{log}");
+    assert!(log.contains("request_body"), "{log}");
+    assert!(log.contains("memory budget"), "{log}");
+    assert!(log.contains("upstream_timeout"), "{log}");
+}
