@@ -161,7 +161,8 @@ enum Command {
         #[arg(long, value_name = "N", default_value_t = magma_client::DEFAULT_MAX_RESPONSE_BYTES)]
         max_response_bytes: u64,
         /// Memory budget of the bodies held at once, each counted twice (bytes and parse), as
-        /// magma-server's; a request that finds no room within 1 s gets 503
+        /// magma-server's; a request reserves for itself and its answer, and gets 503 if that
+        /// finds no room within 1 s (at least 4 x --max-body-bytes)
         #[arg(long, value_name = "N", default_value_t = magma_validator::proxy::DEFAULT_MAX_TOTAL_BODY_BYTES)]
         max_total_body_bytes: u64,
         /// Write every exchange as a JSON line (a case of `batch`, with status, timing, findings)

@@ -85,10 +85,12 @@ pub struct ProxyConfig {
     /// Largest answer body read from the upstream (larger: `502`).
     pub max_response_bytes: u64,
     /// Memory budget of the bodies held at once, each counted twice (its
-    /// bytes and what checking it parses), as magma-server counts requests:
-    /// a request that does not fit within a second gets `503`; an answer
-    /// that does not fit is forwarded unchecked (logged as a proxy fault).
-    /// At least `2 x max_body_bytes`.
+    /// bytes and what checking it parses), as magma-server counts requests.
+    /// A request takes its share and as much again for its answer before it
+    /// is read, and gets `503` if that does not fit within a second; an
+    /// answer larger than that share is forwarded in any case, and checked
+    /// only if the rest fits (otherwise a proxy fault is logged). At least
+    /// `4 x max_body_bytes`.
     pub max_total_body_bytes: u64,
     /// Write every exchange to this file as a JSON line.
     pub record: Option<PathBuf>,
@@ -209,15 +211,17 @@ impl Proxy {
             builder = builder.client_identity_files(cert.clone(), key.clone());
         }
         let client = builder.build().map_err(|e| upstream_err(e.to_string()))?;
-        if config.max_total_body_bytes < config.max_body_bytes.saturating_mul(2) {
+        if config.max_total_body_bytes < config.max_body_bytes.saturating_mul(4) {
             return Err(ProxyError::Limits(
-                "--max-total-body-bytes must be at least 2 x --max-body-bytes".to_owned(),
+                "--max-total-body-bytes must be at least 4 x --max-body-bytes (a request and \
+                 its answer, each counted twice)"
+                    .to_owned(),
             ));
         }
         let budget_units = usize::try_from(config.max_total_body_bytes / UNIT)
             .unwrap_or(usize::MAX)
             .min(tokio::sync::Semaphore::MAX_PERMITS);
-        if u64::from(units(config.max_body_bytes)) > budget_units as u64 {
+        if u64::from(units(config.max_body_bytes)) * 2 > budget_units as u64 {
             return Err(ProxyError::Limits(
                 "--max-total-body-bytes is too large for the budget's counter".to_owned(),
             ));
@@ -590,7 +594,9 @@ async fn handle(req: Request<Incoming>, shared: Arc<Shared>) -> Response<HeldBod
             &too_large,
         );
     }
-    let want = units(declared.unwrap_or(max_body));
+    // The request's share, and as much again for its answer (unknown until
+    // it is read; settled then).
+    let want = units(declared.unwrap_or(max_body)).saturating_mul(2);
     let budget = Arc::clone(&shared.budget);
     let Ok(Ok(mut held)) = tokio::time::timeout(BUDGET_WAIT, budget.acquire_many_owned(want)).await
     else {
@@ -628,8 +634,9 @@ async fn handle(req: Request<Incoming>, shared: Arc<Shared>) -> Response<HeldBod
             );
         }
     };
-    // A body without Content-Length reserved the whole limit: give back the rest.
-    let need = units(body.len() as u64) as usize;
+    // A body without Content-Length reserved for the whole limit: give back the rest.
+    let request_units = units(body.len() as u64) as usize;
+    let need = request_units * 2;
     if held.num_permits() > need {
         drop(held.split(held.num_permits() - need));
     }
@@ -664,9 +671,16 @@ async fn handle(req: Request<Incoming>, shared: Arc<Shared>) -> Response<HeldBod
             let bytes = answer.into_body();
             // The answer is in memory already: it is forwarded whatever the
             // budget says, and checked only if its share fits.
-            match Arc::clone(&shared.budget).try_acquire_many_owned(units(bytes.len() as u64)) {
-                Ok(more) => held.merge(more),
-                Err(_) => checked = false,
+            let need = request_units + units(bytes.len() as u64) as usize;
+            let have = held.num_permits();
+            if have > need {
+                drop(held.split(have - need));
+            } else if have < need {
+                let more = u32::try_from(need - have).unwrap_or(u32::MAX);
+                match Arc::clone(&shared.budget).try_acquire_many_owned(more) {
+                    Ok(more) => held.merge(more),
+                    Err(_) => checked = false,
+                }
             }
             let held = Arc::new(held);
             kept = Some(Arc::clone(&held));

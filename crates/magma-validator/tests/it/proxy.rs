@@ -492,7 +492,7 @@ fn body_limit_and_memory_budget() {
             "--max-body-bytes",
             "1024",
             "--max-total-body-bytes",
-            "2048",
+            "4096",
             "--timeout",
             "3",
         ],
@@ -511,7 +511,8 @@ fn body_limit_and_memory_budget() {
         "a refused body reached the agent"
     );
 
-    // 600 bytes, counted twice: the whole budget, held while the agent hangs.
+    // 600 bytes, counted twice, and as much for its answer: the whole
+    // budget, held while the agent hangs.
     let held = format!(r#"{{"request_id":"{}","inputs":[]}}"#, "y".repeat(570));
     let url = proxy.url.clone();
     let first = std::thread::spawn(move || {
