@@ -27,7 +27,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Request, Response, StatusCode};
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::{BodyExt, Full};
 use hyper::body::{Frame, Incoming, SizeHint};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
@@ -521,6 +521,32 @@ fn now_ms() -> u64 {
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
+enum ReadError {
+    TooLarge,
+    Body(hyper::Error),
+}
+
+/// Reads a request body into one buffer, sized by `Content-Length` when it
+/// is given (no second copy of a large body), at most `limit` bytes.
+async fn read_body(
+    mut body: Incoming,
+    declared: Option<u64>,
+    limit: usize,
+) -> Result<Bytes, ReadError> {
+    let capacity = declared.map_or(0, |n| usize::try_from(n).unwrap_or(limit).min(limit));
+    let mut buf = bytes::BytesMut::with_capacity(capacity);
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(ReadError::Body)?;
+        if let Ok(data) = frame.into_data() {
+            if buf.len() + data.len() > limit {
+                return Err(ReadError::TooLarge);
+            }
+            buf.extend_from_slice(&data);
+        }
+    }
+    Ok(buf.freeze())
+}
+
 /// Answers the proxy gives itself before anything is forwarded (`413`,
 /// `400`, `503`): logged, counted under the check `proxy`, recorded.
 #[expect(
@@ -611,26 +637,30 @@ async fn handle(req: Request<Incoming>, shared: Arc<Shared>) -> Response<HeldBod
             "the proxy's memory budget (--max-total-body-bytes) is in use; retry",
         );
     };
-    let body = match Limited::new(body, limit).collect().await {
-        Ok(b) => b.to_bytes(),
-        Err(e) => {
-            let (status, text) = if e.is::<http_body_util::LengthLimitError>() {
-                (StatusCode::PAYLOAD_TOO_LARGE, too_large)
-            } else {
-                (
-                    StatusCode::BAD_REQUEST,
-                    format!("cannot read the request body: {e}"),
-                )
-            };
+    let body = match read_body(body, declared, limit).await {
+        Ok(b) => b,
+        Err(ReadError::TooLarge) => {
             return refuse(
                 &shared,
                 id,
                 &method,
                 path,
                 started_at,
-                status,
+                StatusCode::PAYLOAD_TOO_LARGE,
                 "request_body",
-                &text,
+                &too_large,
+            );
+        }
+        Err(ReadError::Body(e)) => {
+            return refuse(
+                &shared,
+                id,
+                &method,
+                path,
+                started_at,
+                StatusCode::BAD_REQUEST,
+                "request_body",
+                &format!("cannot read the request body: {e}"),
             );
         }
     };
