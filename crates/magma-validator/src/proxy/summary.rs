@@ -28,7 +28,9 @@ pub struct ProxySummary {
     pub findings: Vec<FindingCount>,
     /// Latency of the forwarded exchanges, in milliseconds.
     pub latency_ms: Percentiles,
-    /// Faults of the proxy itself (a recording that cannot be written).
+    /// Faults of the proxy itself that left an exchange unchecked (its
+    /// answer did not fit in the memory budget). Recording faults are in
+    /// the log only.
     pub proxy_faults: Vec<String>,
 }
 
@@ -80,7 +82,7 @@ pub struct Percentiles {
 }
 
 impl ProxySummary {
-    /// `true` when no exchange had an error finding and the proxy had no fault.
+    /// `true` when no exchange had an error finding.
     pub fn is_clean(&self) -> bool {
         self.checks.values().all(|c| c.failed == 0)
     }
