@@ -14,7 +14,8 @@
 //!
 //! Sections (`--only a,b`): `parse` (criterion), `http` (wrk), `batch` (hyperfine),
 //! `memory`, `client`, `compose` (wrk: the `metrics` feature and the agent nested in
-//! axum, against the standalone server).
+//! axum, against the standalone server), `proxy` (wrk and peak memory: `magma-validate
+//! proxy` in front of `magma-server`, `bench/proxy.rs`).
 
 use std::fmt::Write as _;
 use std::io::{Read, Write};
@@ -30,7 +31,11 @@ use crate::python;
 
 use magma_testkit::fixtures as bench_like;
 
-const SECTIONS: &[&str] = &["parse", "http", "batch", "memory", "client", "compose"];
+mod proxy;
+
+const SECTIONS: &[&str] = &[
+    "parse", "http", "batch", "memory", "client", "compose", "proxy",
+];
 
 /// Options of `cargo xtask bench`.
 #[derive(Debug, Clone, clap::Args)]
@@ -125,6 +130,9 @@ pub fn run(opts: &Options) -> Result<()> {
     }
     if opts.wants("compose") {
         b.compose()?;
+    }
+    if opts.wants("proxy") {
+        b.proxy()?;
     }
     let report = b.report(&machine, started.elapsed());
     let path = b.dir.join("report.md");

@@ -269,6 +269,13 @@ pub fn run() -> Result<()> {
         }
         agent.ensure_running()?;
     }
+    passed.extend(crate::proxy_interop::run(&crate::proxy_interop::Tools {
+        python: &python,
+        server: &server_bin,
+        validate: &validate,
+        tls_dir: &tls_dir,
+        scripts: &root.join("harness/python"),
+    })?);
 
     println!("interop: {} passed, 0 failed", passed.len());
     for p in &passed {

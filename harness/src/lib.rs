@@ -12,6 +12,7 @@ pub mod e2e;
 pub mod gen_export;
 pub mod interop;
 pub mod process;
+pub mod proxy_interop;
 pub mod python;
 pub mod schema_check;
 pub mod schemathesis;

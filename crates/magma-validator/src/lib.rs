@@ -8,6 +8,7 @@ mod dupkeys;
 mod explain;
 mod lint;
 pub mod probe;
+pub mod proxy;
 pub mod render;
 mod report;
 

@@ -5,10 +5,12 @@
 use std::io::{self, BufReader, BufWriter, IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use magma_validator::probe::{self, ProbeConfig, ProbeReport, Progress};
+use magma_validator::proxy;
 use magma_validator::render::{self, Format};
 use magma_validator::{
     DocumentKind, Report, check_coaching_exchange, check_document, check_exchange, run_batch,
@@ -31,10 +33,6 @@ struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
-#[expect(
-    clippy::large_enum_variant,
-    reason = "parsed once per process; boxing the probe's flags buys nothing"
-)]
 enum Command {
     /// Check one document: every contract error at once, plus lints (warnings)
     Check {
@@ -132,6 +130,88 @@ enum Command {
         /// Progress lines on standard error while the probe waits and as each check ends
         #[arg(long, value_enum, default_value_t = ProgressArg::Auto)]
         progress: ProgressArg,
+    },
+    /// Stand between a consumer (BENCH, GEN) and an agent: forward every exchange unchanged,
+    /// check each one, print a line per finding, and a summary at SIGINT, SIGTERM or --duration
+    Proxy {
+        /// The agent's base URL, e.g. http://127.0.0.1:8888 or https://host/prefix
+        #[arg(long, value_name = "URL")]
+        upstream: String,
+        /// The address to listen on; the consumer is pointed at it (port 0 picks a free one)
+        #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8890")]
+        listen: String,
+        /// PEM file of CA certificates to trust for an https upstream
+        #[arg(long, value_name = "PEM")]
+        cacert: Option<PathBuf>,
+        /// PEM client certificate (chain, leaf first) for an upstream behind mutual TLS
+        #[arg(long, value_name = "PEM", requires = "key")]
+        cert: Option<PathBuf>,
+        /// PEM private key of --cert
+        #[arg(long, value_name = "PEM", requires = "cert")]
+        key: Option<PathBuf>,
+        /// PEM certificate chain: listen with HTTPS (with --tls-key)
+        #[arg(long, value_name = "PEM", requires = "tls_key")]
+        tls_cert: Option<PathBuf>,
+        /// PEM private key of --tls-cert
+        #[arg(long, value_name = "PEM", requires = "tls_cert")]
+        tls_key: Option<PathBuf>,
+        /// Seconds one upstream call may take (then 504 with a JSON detail)
+        #[arg(long, value_name = "S", default_value = "360", value_parser = seconds)]
+        timeout: Duration,
+        /// Largest request body forwarded, in bytes (larger: 413), as magma-server's default
+        #[arg(long, value_name = "N", default_value_t = magma_validator::proxy::DEFAULT_MAX_BODY_BYTES)]
+        max_body_bytes: u64,
+        /// Largest answer body read from the agent, in bytes (larger: 502)
+        #[arg(long, value_name = "N", default_value_t = magma_client::DEFAULT_MAX_RESPONSE_BYTES)]
+        max_response_bytes: u64,
+        /// Memory budget of the bodies held at once, each counted twice (bytes and parse), as
+        /// magma-server's; a request reserves for itself and its answer, and gets 503 if that
+        /// finds no room within 1 s (at least 4 x --max-body-bytes)
+        #[arg(long, value_name = "N", default_value_t = magma_validator::proxy::DEFAULT_MAX_TOTAL_BODY_BYTES)]
+        max_total_body_bytes: u64,
+        /// Write every exchange as a JSON line (a case of `batch`, with status, timing, findings)
+        #[arg(long, value_name = "FILE")]
+        record: Option<PathBuf>,
+        /// Bodies over this size are recorded by SHA-256 digest
+        #[arg(long, value_name = "N", default_value_t = magma_validator::proxy::DEFAULT_RECORD_BODY_LIMIT)]
+        record_body_limit: usize,
+        /// A memory key whose value is written as "[redacted]" in the recording (repeatable)
+        #[arg(long, value_name = "KEY")]
+        redact: Vec<String>,
+        /// Stop after S seconds (otherwise at SIGINT or SIGTERM)
+        #[arg(long, value_name = "S", value_parser = seconds)]
+        duration: Option<Duration>,
+        /// Format of the summary
+        #[arg(long, value_enum, default_value_t = FormatArg::Human)]
+        format: FormatArg,
+        /// Write the summary (in --format) to FILE, and the human summary to standard output
+        #[arg(long, short = 'o', value_name = "FILE")]
+        output: Option<PathBuf>,
+    },
+    /// Send the requests of a `proxy --record` file to an agent; report its contract findings
+    /// and how its decisions differ from the recorded ones
+    Replay {
+        /// The recording
+        #[arg(value_name = "FILE")]
+        file: PathBuf,
+        /// The agent's base URL
+        #[arg(long, value_name = "URL")]
+        agent: String,
+        /// PEM file of CA certificates to trust for https
+        #[arg(long, value_name = "PEM")]
+        cacert: Option<PathBuf>,
+        /// PEM client certificate for mutual TLS
+        #[arg(long, value_name = "PEM", requires = "key")]
+        cert: Option<PathBuf>,
+        /// PEM private key of --cert
+        #[arg(long, value_name = "PEM", requires = "cert")]
+        key: Option<PathBuf>,
+        /// Seconds one call may take
+        #[arg(long, value_name = "S", default_value = "360", value_parser = seconds)]
+        timeout: Duration,
+        /// Output format (human or json)
+        #[arg(long, value_enum, default_value_t = FormatArg::Human)]
+        format: FormatArg,
     },
 }
 
@@ -421,7 +501,98 @@ fn run(cli: Cli) -> Result<u8, Fatal> {
             }
             Ok(report.exit_code())
         }
+        Command::Proxy {
+            upstream,
+            listen,
+            cacert,
+            cert,
+            key,
+            tls_cert,
+            tls_key,
+            timeout,
+            max_body_bytes,
+            max_response_bytes,
+            max_total_body_bytes,
+            record,
+            record_body_limit,
+            redact,
+            duration,
+            format,
+            output,
+        } => {
+            let mut config = proxy::ProxyConfig::new(upstream, listen);
+            config.cacert = cacert;
+            config.client_identity = cert.zip(key);
+            config.tls = tls_cert.zip(tls_key);
+            config.timeout = timeout;
+            config.max_body_bytes = max_body_bytes;
+            config.max_response_bytes = max_response_bytes;
+            config.max_total_body_bytes = max_total_body_bytes;
+            config.record = record;
+            config.record_body_limit = record_body_limit;
+            config.redact = redact;
+            config.duration = duration;
+            run_proxy(config, format.into(), output.as_deref())
+        }
+        Command::Replay {
+            file,
+            agent,
+            cacert,
+            cert,
+            key,
+            timeout,
+            format,
+        } => {
+            let mut config = proxy::ReplayConfig::new(agent);
+            config.cacert = cacert;
+            config.client_identity = cert.zip(key);
+            config.timeout = timeout;
+            let input = std::fs::File::open(&file)
+                .map_err(|e| Fatal(format!("cannot read {}: {e}", file.display())))?;
+            let report = proxy::replay(BufReader::new(input), &config)
+                .map_err(|e| Fatal(format!("replay: {e}")))?;
+            let text = match format {
+                FormatArg::Json => proxy::replay_json(&report),
+                FormatArg::Human | FormatArg::Junit => proxy::replay_human(&report),
+            };
+            emit(&text)?;
+            Ok(report.exit_code())
+        }
     }
+}
+
+fn run_proxy(
+    config: proxy::ProxyConfig,
+    format: Format,
+    output: Option<&Path>,
+) -> Result<u8, Fatal> {
+    let log: proxy::LogFn = Arc::new(|line: &str| eprintln!("{line}"));
+    let server =
+        proxy::Proxy::bind(config.clone(), log).map_err(|e| Fatal(format!("proxy: {e}")))?;
+    eprintln!(
+        "magma-validate proxy: listening on {} -> {}",
+        server.url(),
+        config.upstream
+    );
+    let summary = server.run();
+    let text = match format {
+        Format::Human => proxy::summary_human(&summary),
+        Format::Json => proxy::summary_json(&summary),
+        Format::Junit => proxy::summary_junit(&summary),
+    };
+    match output {
+        Some(path) => {
+            std::fs::write(path, &text).map_err(|e| {
+                Fatal(format!(
+                    "cannot write the summary to {}: {e}",
+                    path.display()
+                ))
+            })?;
+            emit(&proxy::summary_human(&summary))?;
+        }
+        None => emit(&text)?,
+    }
+    Ok(summary.exit_code())
 }
 
 /// One progress line on standard error.

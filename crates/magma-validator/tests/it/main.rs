@@ -13,4 +13,5 @@ mod probe_faults;
 mod probe_live;
 #[cfg(feature = "tls")]
 mod probe_tls;
+mod proxy;
 mod support;

@@ -1,0 +1,547 @@
+//! `magma-validate proxy` and `replay`: the real binary between a client
+//! and real agents on loopback (magma-server's demo agent, the broken stub
+//! agents of these tests), answers compared byte for byte with direct calls.
+
+use std::process::Command;
+use std::time::Duration;
+
+use magma_client::{Client, RawRequest, RawResponse};
+use magma_testkit::TempDir;
+use magma_testkit::process::LoggedChild;
+use magma_testkit::stub::{Reply, StubServer};
+use magma_validator::magma_protocol::{AgentDecision, AgentRequest, AgentResponse, Candidate};
+use serde_json::Value;
+
+use crate::probe_live::RealServer;
+use crate::support::{BIN, Fault, agent_server, code, run, stdout};
+
+/// The proxy binary, running until [`Running::stop`].
+struct Running {
+    child: LoggedChild,
+    url: String,
+}
+
+fn start(upstream: &str, extra: &[&str]) -> Running {
+    let mut cmd = Command::new(BIN);
+    cmd.args(["proxy", "--upstream", upstream, "--listen", "127.0.0.1:0"])
+        .args(extra);
+    let mut child = LoggedChild::spawn("magma-validate proxy", &mut cmd);
+    let line = child.wait_for_log("listening on", Duration::from_secs(20));
+    let url = line
+        .split_whitespace()
+        .find(|w| w.starts_with("http://") || w.starts_with("https://"))
+        .expect("the proxy's URL")
+        .to_owned();
+    Running { child, url }
+}
+
+impl Running {
+    /// SIGTERM, then the exit code and the log.
+    fn stop(mut self) -> (i32, String) {
+        let pid = self.child.guard().id().to_string();
+        let killed = Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .expect("kill");
+        assert!(killed.success());
+        let status = self
+            .child
+            .guard()
+            .child()
+            .wait()
+            .expect("wait for the proxy");
+        // The log thread reads to the end of standard error.
+        std::thread::sleep(Duration::from_millis(100));
+        (status.code().expect("exit code"), self.child.log())
+    }
+}
+
+fn client(url: &str) -> Client {
+    Client::builder(url).build().expect("client")
+}
+
+const REQUEST: &str = r#"{"request_id":"r-1","inputs":[{"id":3,"instruction":{"type":"user","content":"hello"},"memory":{"token":"secret-value","n":1},"num_outputs":2}]}"#;
+
+/// The BENCH-like calls: health, info, a response with two candidates.
+fn bench_like(url: &str) -> Vec<RawResponse> {
+    let c = client(url);
+    vec![
+        c.execute(RawRequest::get("/health")).expect("health"),
+        c.execute(RawRequest::get("/v1/info")).expect("info"),
+        c.execute(RawRequest::post("/v1/responses").json(REQUEST))
+            .expect("responses"),
+    ]
+}
+
+fn same(a: &[RawResponse], b: &[RawResponse]) {
+    assert_eq!(a.len(), b.len());
+    for (x, y) in a.iter().zip(b) {
+        assert_eq!(x.status(), y.status());
+        assert_eq!(x.body(), y.body(), "bodies differ");
+        assert_eq!(
+            x.headers().get("content-type"),
+            y.headers().get("content-type")
+        );
+    }
+}
+
+#[test]
+fn answers_of_magma_server_pass_through_unchanged_and_are_recorded() {
+    let server = RealServer::start_with(magma_server::Config::default());
+    let dir = TempDir::new("proxy-demo");
+    let record = dir.path().join("run.jsonl");
+    let summary = dir.path().join("summary.json");
+    let proxy = start(
+        &server.url(),
+        &[
+            "--record",
+            record.to_str().unwrap(),
+            "--redact",
+            "token",
+            "--format",
+            "json",
+            "-o",
+            summary.to_str().unwrap(),
+        ],
+    );
+    let direct = bench_like(&server.url());
+    let through = bench_like(&proxy.url);
+    same(&direct, &through);
+    let (exit, log) = proxy.stop();
+    assert_eq!(exit, 0, "{log}");
+    assert!(!log.contains("[exchange"), "no finding expected:\n{log}");
+
+    let summary: Value = serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
+    assert_eq!(summary["exchanges"], 3, "{summary:#}");
+    assert_eq!(summary["statuses"]["200"], 3, "{summary:#}");
+    assert_eq!(summary["checks"]["response"]["checked"], 1, "{summary:#}");
+    assert!(summary["latency_ms"]["max"].as_f64().unwrap() > 0.0);
+
+    // The recording: three lines that `batch` accepts, memory key redacted.
+    let text = std::fs::read_to_string(&record).unwrap();
+    assert_eq!(text.lines().count(), 3, "{text}");
+    assert!(!text.contains("secret-value"), "{text}");
+    assert!(text.contains("[redacted]"), "{text}");
+    let out = run(&["batch"], text.as_bytes());
+    let verdicts: Vec<&str> = std::str::from_utf8(&out.stdout).unwrap().lines().collect();
+    assert_eq!(verdicts.len(), 3);
+    assert!(
+        verdicts.iter().all(|v| v.contains("accept")),
+        "{verdicts:?}"
+    );
+}
+
+#[test]
+fn an_unreachable_upstream_is_a_502_with_a_json_detail() {
+    let port = magma_testkit::stub::free_port();
+    let proxy = start(&format!("http://{port}"), &[]);
+    let answer = client(&proxy.url)
+        .execute(RawRequest::post("/v1/responses").json(REQUEST))
+        .expect("the proxy answers");
+    assert_eq!(answer.status().as_u16(), 502);
+    let body: Value = serde_json::from_slice(answer.body()).unwrap();
+    assert!(
+        body["detail"]
+            .as_str()
+            .unwrap()
+            .contains("could not be reached"),
+        "{body}"
+    );
+    let (exit, log) = proxy.stop();
+    assert_eq!(exit, 1, "{log}");
+    assert!(log.contains("upstream error upstream_unreachable"), "{log}");
+}
+
+/// Each broken agent: the finding naming its fault in the log, the
+/// recording and the JUnit summary.
+#[test]
+fn each_broken_agent_produces_a_finding_naming_its_fault() {
+    let cases = [
+        (Fault::ReversedCandidates, "response", "candidates_mismatch"),
+        (Fault::MissingCandidate, "response", "candidates_mismatch"),
+        (Fault::IndexFromOne, "response", "candidates_mismatch"),
+        (Fault::RequestIdNotEchoed, "response", "candidates_mismatch"),
+        (Fault::MemoryMissing, "response", "missing"),
+        (Fault::MemoryNull, "response", "dict_type"),
+        (Fault::NanInBody, "response", "finite_number"),
+        (Fault::ObjectInsteadOfArray, "response", "list_type"),
+        (Fault::HealthExtraField, "health", "extra_forbidden"),
+        (Fault::InfoCoachingSessionVersion, "info", "extra_forbidden"),
+        (Fault::InfoProtocol10, "info", "protocol_version"),
+        (Fault::InfoServerError, "info", "http_status"),
+        (Fault::ServerErrorOnEmptyInputs, "response", "http_status"),
+        (Fault::SayWithToolCalls, "response", "say_with_tool_calls"),
+        (Fault::TextPlainContentType, "content_type", "content_type"),
+    ];
+    let dir = TempDir::new("proxy-faults");
+    for (fault, check, code) in cases {
+        let agent = agent_server(fault);
+        let record = dir.path().join(format!("{fault:?}.jsonl"));
+        let junit = dir.path().join(format!("{fault:?}.xml"));
+        let proxy = start(
+            &agent.url(),
+            &[
+                "--record",
+                record.to_str().unwrap(),
+                "--format",
+                "junit",
+                "-o",
+                junit.to_str().unwrap(),
+            ],
+        );
+        let c = client(&proxy.url);
+        let _ = c.execute(RawRequest::get("/health"));
+        let _ = c.execute(RawRequest::get("/v1/info"));
+        let body = if fault == Fault::ServerErrorOnEmptyInputs {
+            r#"{"request_id":"r-2","inputs":[]}"#.to_owned()
+        } else if fault == Fault::SayWithToolCalls {
+            // BENCH's env input with tools and known robots.
+            magma_testkit::fixtures::bench_like_request(1)
+        } else {
+            REQUEST.to_owned()
+        };
+        let _ = c.execute(RawRequest::post("/v1/responses").json(body));
+        let (exit, log) = proxy.stop();
+        // Lints (warnings) do not fail the run; contract errors do.
+        let warning = matches!(
+            code,
+            "protocol_version" | "say_with_tool_calls" | "content_type"
+        );
+        assert_eq!(exit, i32::from(!warning), "{fault:?}: {log}");
+        let line = format!("{check} ");
+        assert!(
+            log.lines()
+                .any(|l| l.starts_with("[exchange ") && l.contains(&line) && l.contains(code)),
+            "{fault:?}: no {check}/{code} line in\n{log}"
+        );
+        let recorded = std::fs::read_to_string(&record).unwrap();
+        assert!(
+            recorded.lines().any(|l| {
+                let v: Value = serde_json::from_str(l).unwrap();
+                v["findings"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|f| f["check"] == check && f["code"].as_str().unwrap().contains(code))
+            }),
+            "{fault:?}: not recorded:\n{recorded}"
+        );
+        let xml = std::fs::read_to_string(&junit).unwrap();
+        let doc = quick_junit::Report::deserialize_from_str(&xml).expect("valid JUnit XML");
+        let suite = &doc.test_suites[0];
+        let case = suite
+            .test_cases
+            .iter()
+            .find(|c| c.name.as_str() == check)
+            .unwrap_or_else(|| panic!("{fault:?}: no test case {check} in\n{xml}"));
+        if warning {
+            // Lints are warnings: the case passes and lists them.
+            assert!(xml.contains(code), "{fault:?}: {xml}");
+        } else {
+            assert!(
+                !matches!(case.status, quick_junit::TestCaseStatus::Success { .. }),
+                "{fault:?}: {xml}"
+            );
+            assert!(xml.contains(code), "{fault:?}: {xml}");
+        }
+    }
+}
+
+/// An agent answering like the stub's correct one, with its say changed
+/// for the input whose content is `changed`.
+fn changed_agent(changed: &'static str) -> StubServer {
+    StubServer::start(move |req| {
+        if req.method == "POST" && req.path_only() == "/v1/responses" {
+            let Ok(request) = AgentRequest::from_slice(&req.body) else {
+                return Reply::json(422, r#"{"detail":"invalid"}"#);
+            };
+            let response = AgentResponse::build(&request, |input, _| {
+                let content = &input.instruction.content;
+                let say = if content == changed {
+                    format!("OK: {content}")
+                } else {
+                    format!("ok: {content}")
+                };
+                Candidate::new(input.memory.clone(), AgentDecision::say(say))
+            });
+            return Reply::json(200, response.to_json_string());
+        }
+        crate::support::handle(Fault::None, &req.method, req.path_only(), &req.body)
+    })
+}
+
+#[test]
+fn replay_reports_no_difference_against_the_same_agent_and_one_against_a_changed_one() {
+    let agent = agent_server(Fault::None);
+    let dir = TempDir::new("proxy-replay");
+    let record = dir.path().join("run.jsonl");
+    let proxy = start(&agent.url(), &["--record", record.to_str().unwrap()]);
+    let c = client(&proxy.url);
+    for content in ["first", "second", "third"] {
+        let body = format!(
+            r#"{{"request_id":"r-{content}","inputs":[{{"id":1,"instruction":{{"type":"user","content":"{content}"}}}}]}}"#
+        );
+        let a = c
+            .execute(RawRequest::post("/v1/responses").json(body))
+            .unwrap();
+        assert_eq!(a.status().as_u16(), 200);
+    }
+    let (exit, log) = proxy.stop();
+    assert_eq!(exit, 0, "{log}");
+    let record = record.to_str().unwrap();
+
+    let out = run(
+        &[
+            "replay",
+            record,
+            "--agent",
+            &agent.url(),
+            "--format",
+            "json",
+        ],
+        b"",
+    );
+    assert_eq!(code(&out), 0, "{}", stdout(&out));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let exchanges = report["exchanges"].as_array().unwrap();
+    assert_eq!(exchanges.len(), 3, "{report:#}");
+    assert!(
+        exchanges
+            .iter()
+            .all(|e| e["differences"] == serde_json::json!([]))
+    );
+
+    let changed = changed_agent("second");
+    let out = run(&["replay", record, "--agent", &changed.url()], b"");
+    assert_eq!(code(&out), 1);
+    let text = stdout(&out);
+    let different: Vec<&str> = text.lines().filter(|l| l.contains("different:")).collect();
+    assert_eq!(different.len(), 1, "{text}");
+    assert!(
+        different[0].contains(r#"say "OK: second", recorded "ok: second""#),
+        "{text}"
+    );
+    assert!(
+        text.contains("1 different, 0 with contract errors"),
+        "{text}"
+    );
+}
+
+/// HTTPS on both sides: magma-server behind TLS, the proxy listening with
+/// TLS (a certificate of the same development CA); answers unchanged.
+#[cfg(feature = "tls")]
+#[test]
+fn https_on_both_sides_passes_answers_unchanged() {
+    let server_dir = TempDir::new("proxy-tls");
+    let (tls, files) =
+        magma_server::TlsConfig::self_signed(server_dir.path(), &["127.0.0.1".to_owned()], None)
+            .expect("development certificate");
+    let mut config = magma_server::Config::default();
+    config.tls = Some(tls);
+    let server = RealServer::start_with(config);
+    assert!(server.url().starts_with("https://"));
+    let ca = files.ca_cert.to_str().unwrap();
+    let proxy = start(
+        &server.url(),
+        &[
+            "--cacert",
+            ca,
+            "--tls-cert",
+            files.cert.to_str().unwrap(),
+            "--tls-key",
+            files.key.to_str().unwrap(),
+        ],
+    );
+    assert!(proxy.url.starts_with("https://"), "{}", proxy.url);
+    let tls_client = |url: &str| {
+        Client::builder(url)
+            .ca_file(files.ca_cert.clone())
+            .build()
+            .expect("client")
+    };
+    let calls = |c: &Client| -> Vec<RawResponse> {
+        vec![
+            c.execute(RawRequest::get("/health")).expect("health"),
+            c.execute(RawRequest::get("/v1/info")).expect("info"),
+            c.execute(RawRequest::post("/v1/responses").json(REQUEST))
+                .expect("responses"),
+        ]
+    };
+    let direct = calls(&tls_client(&server.url()));
+    let through = calls(&tls_client(&proxy.url));
+    same(&direct, &through);
+    let (exit, log) = proxy.stop();
+    assert_eq!(exit, 0, "{log}");
+
+    // Without --cacert the upstream is not trusted: a 502 naming TLS.
+    let proxy = start(&server.url(), &[]);
+    let answer = client(&proxy.url)
+        .execute(RawRequest::get("/health"))
+        .unwrap();
+    assert_eq!(answer.status().as_u16(), 502);
+    let (exit, log) = proxy.stop();
+    assert_eq!(exit, 1);
+    assert!(log.contains("upstream_unreachable"), "{log}");
+}
+
+/// GEN's coaching calls through the proxy against the demo coach: session,
+/// coaching request, re-injected payloads (a right one, and one wrapped in
+/// a `coaching` key, which the proxy flags), close; answers unchanged.
+#[test]
+fn coaching_calls_and_reinjected_payloads_are_checked() {
+    let server = RealServer::start_with(magma_server::Config::default());
+    let dir = TempDir::new("proxy-coaching");
+    let record = dir.path().join("run.jsonl");
+    let proxy = start(&server.url(), &["--record", record.to_str().unwrap()]);
+    let coaching = magma_testkit::fixtures::gen_like_coaching_request(3);
+    let run_id = serde_json::from_str::<Value>(&coaching).unwrap()["run_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let session = format!("/v1/coaching/sessions/{run_id}");
+    let config = r#"{"backends":{"coach":{"type":"openai","endpoint":"http://127.0.0.1:9/v1","default_model":"m","headers":{},"timeout":30.0,"max_retry":3}},"capture_logs":true}"#;
+    let reinjected = |payload: &str| {
+        format!(
+            r#"{{"request_id":"r-c","inputs":[{{"id":1,"instruction":{{"type":"user","content":"hi"}},"num_outputs":1,"extra_keys":{{"coaching":{payload}}}}}]}}"#
+        )
+    };
+    let gen_calls = |url: &str| -> Vec<RawResponse> {
+        let c = client(url);
+        vec![
+            c.execute(RawRequest::new(http::Method::PUT, session.clone()).json(config))
+                .unwrap(),
+            c.execute(RawRequest::post("/v1/coaching").json(coaching.clone()))
+                .unwrap(),
+            c.execute(
+                RawRequest::post("/v1/responses")
+                    .json(reinjected(r#"{"kind":"replace_say","text":"fixed"}"#)),
+            )
+            .unwrap(),
+            c.execute(RawRequest::post("/v1/responses").json(reinjected(
+                r#"{"coaching":{"kind":"replace_say","text":"fixed"}}"#,
+            )))
+            .unwrap(),
+            c.execute(RawRequest::new(http::Method::DELETE, session.clone()))
+                .unwrap(),
+        ]
+    };
+    let through = gen_calls(&proxy.url);
+    let direct = gen_calls(&server.url());
+    same(&direct, &through);
+    assert_eq!(through[0].status().as_u16(), 204);
+    assert_eq!(through[1].status().as_u16(), 200);
+    let (exit, log) = proxy.stop();
+    // A warning (the wrapped payload) does not fail the run.
+    assert_eq!(exit, 0, "{log}");
+    let flagged: Vec<&str> = log
+        .lines()
+        .filter(|l| l.starts_with("[exchange "))
+        .collect();
+    assert_eq!(flagged.len(), 1, "{log}");
+    assert!(
+        flagged[0].contains("reinjected_payload warning reinjected_payload"),
+        "{log}"
+    );
+    let text = std::fs::read_to_string(&record).unwrap();
+    // Lines are written as their checks end; the ids give the order of arrival.
+    let mut lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    lines.sort_by_key(|l| l["id"].as_u64().unwrap());
+    let kinds: Vec<&str> = lines.iter().map(|l| l["kind"].as_str().unwrap()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "coaching_session",
+            "coaching_exchange",
+            "exchange",
+            "exchange",
+            "none"
+        ]
+    );
+}
+
+/// A recording that cannot be written (a full disk) is a proxy fault in
+/// the log; the traffic goes on unchanged.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_full_disk_for_the_recording_does_not_stop_the_traffic() {
+    let server = RealServer::start_with(magma_server::Config::default());
+    let proxy = start(&server.url(), &["--record", "/dev/full"]);
+    let direct = bench_like(&server.url());
+    let through = bench_like(&proxy.url);
+    same(&direct, &through);
+    let (exit, log) = proxy.stop();
+    assert_eq!(exit, 0, "{log}");
+    assert!(
+        log.contains("proxy fault: cannot write the recording /dev/full"),
+        "{log}"
+    );
+}
+
+/// The limits: a body over `--max-body-bytes` is a 413 that never reaches
+/// the agent; a request that finds the memory budget in use for a second
+/// is a 503; both with a JSON `detail`, both counted under `proxy`.
+#[test]
+fn body_limit_and_memory_budget() {
+    let agent = agent_server(Fault::HangsOnPost);
+    let proxy = start(
+        &agent.url(),
+        &[
+            "--max-body-bytes",
+            "1024",
+            "--max-total-body-bytes",
+            "4096",
+            "--timeout",
+            "3",
+        ],
+    );
+    let c = client(&proxy.url);
+    let big = format!(r#"{{"request_id":"{}","inputs":[]}}"#, "x".repeat(2000));
+    let answer = c
+        .execute(RawRequest::post("/v1/responses").json(big))
+        .unwrap();
+    assert_eq!(answer.status().as_u16(), 413);
+    let body: Value = serde_json::from_slice(answer.body()).unwrap();
+    assert!(body["detail"].as_str().unwrap().contains("1024"), "{body}");
+    assert_eq!(
+        agent.requests().len(),
+        0,
+        "a refused body reached the agent"
+    );
+
+    // 600 bytes, counted twice, and as much for its answer: the whole
+    // budget, held while the agent hangs.
+    let held = format!(r#"{{"request_id":"{}","inputs":[]}}"#, "y".repeat(570));
+    let url = proxy.url.clone();
+    let first = std::thread::spawn(move || {
+        client(&url)
+            .execute(RawRequest::post("/v1/responses").json(held))
+            .map(|a| a.status().as_u16())
+    });
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while agent.requests().is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the first request never arrived"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let answer = c
+        .execute(RawRequest::post("/v1/responses").json(REQUEST))
+        .unwrap();
+    assert_eq!(answer.status().as_u16(), 503);
+    let body: Value = serde_json::from_slice(answer.body()).unwrap();
+    assert!(
+        body["detail"].as_str().unwrap().contains("memory budget"),
+        "{body}"
+    );
+    // The hung request ends at --timeout with a 504.
+    assert_eq!(first.join().unwrap().unwrap(), 504);
+    let (exit, log) = proxy.stop();
+    assert_eq!(exit, 1, "{log}");
+    assert!(log.contains("request_body"), "{log}");
+    assert!(log.contains("memory budget"), "{log}");
+    assert!(log.contains("upstream_timeout"), "{log}");
+}
