@@ -160,7 +160,10 @@ def scenario_gen_branches(agent: Agent) -> None:
     keys = [(c.source_id, c.candidate_index) for c in response.root]
     expect(keys == [(i, k) for i in range(3) for k in range(4)], f"order {keys}")
     for candidate in response.root:
-        check_completed_say(candidate, f"echo: situation {candidate.source_id}")
+        # The demo agent samples: candidate k >= 1 is branch k.
+        k = candidate.candidate_index
+        branch = f" (branch {k})" if k else ""
+        check_completed_say(candidate, f"echo: situation {candidate.source_id}{branch}")
         expect(candidate.memory["branch"] == candidate.source_id, "memory of another input")
 
 

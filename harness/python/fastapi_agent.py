@@ -19,6 +19,10 @@ Behaviour (deterministic, echo-style):
   - `env` instruction with tools and `attributes.known_robots`: a call of the first tool
     on the first robot;
   - content `__error__`: an `error` candidate (code `echo_error`) with the input memory.
+  Candidates k >= 1 sample like magma-server's demo agent unless `extra_keys.inference_mode`
+  is true: say `echo: <content> (branch k)`, or the k-th (tool, robot) pair, tools first.
+  `extra_keys.delay_ms` (an integer 0..60000) waits that long first, without blocking the
+  event loop (the request waits for its longest delay).
   Agent-specific refusals, 422:
   - content `__reject__`: string detail (the kind reference agents raise with
     `HTTPException(422, detail=...)`);
@@ -33,8 +37,15 @@ replaced: `LMWorkerPool` (which would connect to the session's LLM backends) by 
 pool that refuses a session whose backend endpoint contains `unreachable` (so the 503 path
 is taken), and the coaching service by a stub that records one log through the request's
 worker (captured like an LLM call's log), honours `additional_info.delay_ms`, raises for
-`additional_info.fail`, and answers `corrected` with one `replace_say` proposal per
-reinjection point. `/v1/info` then advertises the three kinds.
+`additional_info.fail`, and answers `corrected` with one proposal per reinjection point in
+full-history's shape: `extra_keys` is the payload itself,
+`{"kind": "replace_decision", "decision": D}` with `D` this agent's own answer to the point's
+input. `/v1/info` then advertises the three kinds and `coaching_resume`, and
+`/v1/responses` applies `extra_keys.coaching` as full-history does: `replace_say` says the
+text, `replace_decision` makes the decision, without the echo rule; any other payload is an
+`invalid_output` error candidate with the input memory. `--wrap-proposals` is a deliberate
+fault for negative tests: the stub coach wraps each payload in a `coaching` key (GEN then
+re-injects `extra_keys.coaching.coaching`, which this agent refuses).
 """
 
 from __future__ import annotations
@@ -101,22 +112,54 @@ def check_input(index: int, item: AgentInput) -> None:
         )
 
 
-def decide(item: AgentInput) -> AgentDecision:
+def decide(item: AgentInput, k: int = 0) -> AgentDecision:
+    """Candidate `k`'s decision. Candidate 0, and every candidate with
+    `inference_mode: true`, is the deterministic answer; otherwise candidate k
+    is branch k, as magma-server's demo agent samples."""
     content = item.instruction.content
     robots = item.attributes.get("known_robots")
+    sampling = k > 0 and item.extra_keys.get("inference_mode") is not True
     if item.instruction.type == "env" and item.tools and isinstance(robots, list) and robots:
-        tool = item.tools[0]
+        pair = k % (len(item.tools) * len(robots)) if sampling else 0
+        tool = item.tools[pair % len(item.tools)]
         return AgentDecision(
             say="",
             tool_calls=[
                 ToolCall(
                     name=str(tool.get("name") or "unknown"),
                     arguments={},
-                    target_robot_name=str(robots[0]),
+                    target_robot_name=str(robots[pair // len(item.tools)]),
                 )
             ],
         )
-    return AgentDecision(say=f"echo: {content}", tool_calls=[])
+    branch = f" (branch {k})" if sampling else ""
+    return AgentDecision(say=f"echo: {content}{branch}", tool_calls=[])
+
+
+def delay_ms(item: AgentInput) -> int:
+    """`extra_keys.delay_ms` when it is an integer from 0 to 60000, else 0."""
+    delay = item.extra_keys.get("delay_ms")
+    if isinstance(delay, int) and not isinstance(delay, bool) and 0 <= delay <= 60000:
+        return delay
+    return 0
+
+
+def coached(payload) -> AgentDecision | str:
+    """The decision an `extra_keys.coaching` payload asks for, or why it cannot be read."""
+    if not isinstance(payload, dict):
+        return "extra_keys.coaching is not an object"
+    kind = payload.get("kind")
+    if kind == "replace_say" and isinstance(payload.get("text"), str) and payload["text"]:
+        return AgentDecision(say=payload["text"], tool_calls=[])
+    if kind == "replace_decision":
+        try:
+            decision = AgentDecision.model_validate(payload.get("decision"))
+        except ValueError as error:
+            return f"invalid replace_decision payload: {error}"
+        if bool(decision.say) == bool(decision.tool_calls):
+            return "a replacement decision needs exactly one of a non-empty say or tool calls"
+        return decision
+    return f"unsupported coaching payload kind {kind!r}"
 
 
 def answer(request: AgentRequest, item: AgentInput, k: int) -> AgentOutput:
@@ -129,7 +172,8 @@ def answer(request: AgentRequest, item: AgentInput, k: int) -> AgentOutput:
         "input_elements": {},
         "output_raw": "",
     }
-    if item.instruction.content == "__error__":
+
+    def failed(code: str, message: str) -> AgentOutput:
         return AgentOutput(
             request_id=request.request_id,
             source_id=item.id,
@@ -138,11 +182,18 @@ def answer(request: AgentRequest, item: AgentInput, k: int) -> AgentOutput:
             memory=memory,
             internal_steps=[step] if INTERNAL_STEPS else [],
             output=None,
-            error=AgentError(
-                code="echo_error", message="asked to fail with __error__", component="echo"
-            ),
+            error=AgentError(code=code, message=message, component="echo"),
         )
-    decision = decide(item)
+
+    if item.instruction.content == "__error__":
+        return failed("echo_error", "asked to fail with __error__")
+    coaching = item.extra_keys.get("coaching")
+    if coaching is not None:
+        decision = coached(coaching)
+        if isinstance(decision, str):
+            return failed("invalid_output", decision)
+    else:
+        decision = decide(item, k)
     author = "USER" if item.instruction.type == "user" else "SYSTEM"
     history = list(memory.get("history", []))
     history.append({"author": author, "content": item.instruction.content})
@@ -182,6 +233,10 @@ class StubPool:
         self.backends = {}
 
 
+# `--wrap-proposals`: the deliberate fault of the negative tests.
+WRAP_PROPOSALS = False
+
+
 class StubCoach:
     """A coaching service over the request's worker, without a model."""
 
@@ -198,13 +253,17 @@ class StubCoach:
         self.worker.record(
             CoachingLog(coaching_type=request.kind, content=f"# Stub call\n\n{request.kind}\n")
         )
-        proposals = [
-            CoachingProposal(
-                reinjection_point_id=point.id,
-                extra_keys={"coaching": {"kind": "replace_say", "text": f"stub {point.id}"}},
+        proposals = []
+        for point in request.reinjection_points:
+            source = point.input
+            if source is None:
+                source = next(s.input for s in request.trajectory if s.id == point.input_step_id)
+            payload = {"kind": "replace_decision", "decision": decide(source).model_dump()}
+            if WRAP_PROPOSALS:
+                payload = {"coaching": payload}
+            proposals.append(
+                CoachingProposal(reinjection_point_id=point.id, extra_keys=payload)
             )
-            for point in request.reinjection_points
-        ]
         return SpecializedCoachingResponse(
             request_id=request.request_id, status="corrected", proposals=proposals
         )
@@ -245,6 +304,7 @@ def create_app(ready_after: float, coaching: bool = False) -> FastAPI:
                 agent_id=AGENT_ID,
                 agent_version=AGENT_VERSION,
                 specialized_coaching=["failure", "suboptimal", "format"],
+                coaching_resume=True,
                 capabilities={"inference": True, "coaching": True},
             )
         return AgentInfo(
@@ -261,8 +321,9 @@ def create_app(ready_after: float, coaching: bool = False) -> FastAPI:
             raise HTTPException(status_code=503, detail=NOT_READY)
         for index, item in enumerate(request.inputs):
             check_input(index, item)
-        # Imitate inference without blocking the event loop.
-        await asyncio.sleep(0)
+        # Imitate inference without blocking the event loop (the request waits
+        # for its longest delay_ms, as the demo agent's inputs do).
+        await asyncio.sleep(max((delay_ms(item) for item in request.inputs), default=0) / 1000)
         outputs = [
             answer(request, item, k)
             for item in request.inputs
@@ -298,13 +359,19 @@ def main() -> None:
         help="serve the coaching routes with magma-core's mount_coaching_routes",
     )
     parser.add_argument(
+        "--wrap-proposals",
+        action="store_true",
+        help="a deliberate fault: the stub coach wraps each payload in a `coaching` key",
+    )
+    parser.add_argument(
         "--no-internal-steps",
         action="store_true",
         help="answer without internal_steps, as magma-server's demo agent does",
     )
     parser.add_argument("--log-level", default="warning")
     args = parser.parse_args()
-    global INTERNAL_STEPS
+    global WRAP_PROPOSALS, INTERNAL_STEPS
+    WRAP_PROPOSALS = args.wrap_proposals
     INTERNAL_STEPS = not args.no_internal_steps
     if bool(args.ssl_certfile) != bool(args.ssl_keyfile):
         parser.error("--ssl-certfile and --ssl-keyfile go together")

@@ -16,9 +16,10 @@ What runs is GEN's own code where it can be loaded without a simulator:
   `requests.post(..., json=wire.model_dump(mode='json'), timeout=...)`,
   `raise_for_status`, `SpecializedCoachingResponse.model_validate`,
   `validate_request`, the logs handed to a real `CoachingLogWriter`.
-* Then each proposal re-injected through `/v1/responses` with
-  `extra_keys = proposal.extra_keys` and `num_outputs` 1, as GEN does, and the answer
-  validated (`AgentResponse` + `validate_request`).
+* Each proposal's `extra_keys` is a payload (`kind` `replace_say` or `replace_decision`).
+  Re-injecting the proposals is GEN's own code's job: `gen_repair_loop.py` drives
+  `RemoteCoaching.submit`, `AgentCoachingManager` and `BaseAgentManager` in the full
+  MAGMA venv.
 
 HTTPS: GEN's `requests` calls pass no `verify`, so the CA comes through
 `REQUESTS_CA_BUNDLE`, as a GEN user would set it. Prints one line per check; exit 1 on
@@ -43,8 +44,6 @@ from magma_core.protocol.agent import (
     AgentInfo,
     AgentInput,
     AgentInstruction,
-    AgentRequest,
-    AgentResponse,
     ToolCall,
 )
 from magma_core.protocol.agent_coaching import (
@@ -172,22 +171,6 @@ def perform(endpoint: str, timeout: float, wire: SpecializedCoachingRequest,
     return result
 
 
-def reinject(endpoint: str, timeout: float, wire: SpecializedCoachingRequest, proposal) -> AgentResponse:
-    """GEN's continuation: the proposal's extra_keys on the point's input, one output."""
-    point = next(p for p in wire.reinjection_points if p.id == proposal.reinjection_point_id)
-    source = point.input
-    if source is None:
-        source = next(s.input for s in wire.trajectory if s.id == point.input_step_id)
-    item = source.model_copy(update={"extra_keys": proposal.extra_keys, "num_outputs": 1})
-    request = AgentRequest(request_id=uuid4().hex, inputs=[item])
-    response = requests.post(endpoint + "/v1/responses", json=request.model_dump(mode="json"),
-                             timeout=timeout)
-    response.raise_for_status()
-    result = AgentResponse.model_validate(response.json())
-    result.validate_request(request)
-    return result
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("url")
@@ -236,13 +219,11 @@ def main() -> int:
                    f"{len(result.logs)} log(s), model_validate + validate_request")
         if not ok:
             continue
-        for proposal in result.proposals:
-            answer = reinject(endpoint, timeout, wire, proposal)
-            expected = proposal.extra_keys["coaching"]["text"]
-            out = answer.root[0] if hasattr(answer, "root") else answer[0]
-            check(out.status == "completed" and out.output.say == expected and not out.output.tool_calls,
-                  f"{kind}: proposal {proposal.reinjection_point_id!r} re-injected through "
-                  f"/v1/responses says {expected!r}")
+        # Each proposal's extra_keys is the payload GEN re-injects as extra_keys.coaching;
+        # gen_repair_loop.py re-injects them through GEN's own code.
+        kinds_of = [p.extra_keys.get("kind") for p in result.proposals]
+        check(all(k in ("replace_say", "replace_decision") for k in kinds_of),
+              f"{kind}: every proposal's extra_keys is a payload ({kinds_of})")
 
     # Without a diagnosis or a hint the demo coach gives up: abandoned, with its reason and
     # the Markdown log magma-core writes for a non-corrected outcome.

@@ -54,6 +54,8 @@ import pydantic
 import pydantic_core
 from magma_core.protocol import agent as ref
 from magma_core.protocol import agent_coaching as cref
+from magma_core.protocol import agent_export as xref
+from magma_core.protocol import graph as gref
 from pydantic import ValidationError
 
 SEED = 20010201
@@ -569,6 +571,12 @@ MODELS = {
     "coaching_session": cref.CoachingSessionConfig,
     "internal_step": cref.InternalStep,
     "replace_say": cref.ReplaceSay,
+    "situation_link": gref.SituationLink,
+    "candidate_record": gref.CandidateRecord,
+    "situation_record": gref.SituationRecord,
+    "export_example": xref.ExportExample,
+    "export_record": xref.ExportRecord,
+    "export_result": xref.ExportResult,
 }
 # The exchanges: (request model, response model, mismatch error type).
 EXCHANGES = {
@@ -579,7 +587,7 @@ EXCHANGES = {
 
 # Fields whose value is a JsonObject (dict[str, JsonValue]) or a list of them.
 FREE_OBJECT_FIELDS = ("memory", "attributes", "extra_keys", "arguments", "additional_info", "execution",
-                      "details", "input_elements")
+                      "details", "input_elements", "score", "coaching", "coaching_source", "data")
 FREE_OBJECT_LIST_FIELDS = ("tools", "internal_steps")
 TAG_NAMES = ("list", "dict", "str", "int", "float", "bool", "none", "null")
 
@@ -2117,6 +2125,7 @@ class Gen:
         self.positions()
         self.exchanges()
         CoachingGen(self).run()
+        ExportGen(self).run()
         return self.cases
 
 
@@ -2414,6 +2423,216 @@ class CoachingGen:
         self.scalars()
         self.freeform()
         self.exchanges()
+
+
+# --------------------------------------------------------------------------------------
+# Dataset export (magma_core.protocol.graph, magma_core.protocol.agent_export)
+# --------------------------------------------------------------------------------------
+
+
+def export_candidate(rng: random.Random, ident: int, robot: str, *, error: bool = False) -> dict:
+    """A candidate record as GEN's `candidate_record` writes it: every field present."""
+    return {
+        "id": ident, "parent_id": None if ident < 3 else ident - 2, "stage_id": 1, "kind": "agent",
+        "response_status": "error" if error else "completed",
+        "output": None if error else {"say": "On my way.", "tool_calls": [
+            {"name": "navigate_to", "arguments": {"location": "table"}, "target_robot_name": robot}]},
+        "error": {"code": "invalid_response", "message": "unparsable", "component": None} if error else None,
+        "internal_steps": [dict(INTERNAL_STEP, id=f"call-{ident}")],
+        "execution": {"execution_results": [{"robot": robot, "tool": "navigate_to", "result": "SUCCESS"}]},
+        "status": "invalid" if error else "finished", "execution_finished": not error,
+        "score": {"stage_1": {"optimal": rng.randrange(1, 4), "non-optimal": 1, "total_child": 4}},
+        "coaching": {"diagnosed_as_faulty": False}, "coaching_source": {}, "coaching_attempt_ids": [2, 5],
+        "origin": "model", "links": [{"situation_id": ident + 1, "kind": "next"},
+                                     {"situation_id": ident + 7, "kind": "alternative"}],
+    }
+
+
+# Fields per export model: (name, type tag, required).
+EXPORT_FIELDS = {
+    "SituationLink": [("situation_id", "int", True), ("kind", "literal", True)],
+    "CandidateRecord": [("id", "int", True), ("parent_id", "int_or_null", True), ("stage_id", "int", True),
+                        ("kind", "literal", True), ("response_status", "literal", True),
+                        ("output", "model_or_null", False), ("error", "model_or_null", False),
+                        ("internal_steps", "list_obj", False), ("execution", "obj", False),
+                        ("status", "str", True), ("execution_finished", "bool", True), ("score", "obj", False),
+                        ("coaching", "obj", False), ("coaching_source", "obj", False),
+                        ("coaching_attempt_ids", "list_int", False), ("origin", "literal", True),
+                        ("links", "list", False)],
+    "SituationRecord": [("id", "int", True), ("stage_id", "int", True), ("parent_id", "int_or_null", True),
+                        ("input", "model", True), ("candidates", "list", True)],
+    "ExportExample": [("example_id", "str", True), ("input", "model", True), ("candidate", "model", True)],
+    "ExportRecord": [("record_id", "str1", True), ("dataset", "pattern", True), ("data", "obj", True)],
+    "ExportResult": [("example_id", "str", True), ("status", "literal", True), ("records", "list", False),
+                     ("reason", "str_or_null", False)],
+}
+
+
+class ExportGen:
+    """Cases for every export model and rule, appended to the others."""
+
+    def __init__(self, gen: "Gen") -> None:
+        self.gen = gen
+        rng = self.rng = random.Random(SEED + 33)
+        inp = tiny_request(rng, gen=True, first_id=4)["inputs"][0]
+        robot = inp["attributes"]["known_robots"][0]
+        self.cand = export_candidate(rng, 5, robot)
+        self.bad = export_candidate(rng, 6, robot, error=True)
+        self.situation = {"id": 4, "stage_id": 1, "parent_id": 3, "input": inp,
+                          "candidates": [clone(self.cand), clone(self.bad)]}
+        self.example = {"example_id": "4:5", "input": clone(inp), "candidate": clone(self.cand)}
+        self.record = {"record_id": "4:5:0", "dataset": "chat",
+                       "data": {"messages": [{"role": "user", "content": "Go."}], "weight": 1.0}}
+        self.result = {"example_id": "4:5", "status": "exported",
+                       "records": [clone(self.record), set_at(self.record, ("dataset",), "tool_calls")],
+                       "reason": None}
+
+    def add(self, family, kind, doc, request=None, style=COMPACT):
+        self.gen.add("export." + family, kind, doc, request, style)
+
+    def sites(self):
+        return [
+            ("SituationLink", "situation_link", self.cand["links"][0], ()),
+            ("SituationLink", "candidate_record", self.cand, ("links", 1)),
+            ("CandidateRecord", "candidate_record", self.cand, ()),
+            ("CandidateRecord", "candidate_record", self.bad, ()),
+            ("CandidateRecord", "situation_record", self.situation, ("candidates", 1)),
+            ("CandidateRecord", "export_example", self.example, ("candidate",)),
+            ("SituationRecord", "situation_record", self.situation, ()),
+            ("ExportExample", "export_example", self.example, ()),
+            ("ExportRecord", "export_record", self.record, ()),
+            ("ExportRecord", "export_result", self.result, ("records", 1)),
+            ("ExportResult", "export_result", self.result, ()),
+        ]
+
+    def valid(self):
+        rng = self.rng
+        for n in range(6):
+            inp = tiny_request(rng, gen=n % 2 == 0, first_id=n)["inputs"][0]
+            robot = (inp["attributes"].get("known_robots") or ["rover"])[0]
+            cands = [export_candidate(rng, 10 * n + k, robot, error=k == 2) for k in range(1 + n % 3)]
+            style = [SPACED_ASCII, COMPACT, PRETTY][n % 3]
+            self.add("valid.situation", "situation_record",
+                     {"id": n, "stage_id": n % 3, "parent_id": None if n == 0 else n - 1, "input": inp,
+                      "candidates": cands}, style=style)
+            self.add("valid.example", "export_example",
+                     {"example_id": f"{n}:{cands[0]['id']}", "input": clone(inp), "candidate": cands[0]}, style=style)
+        minimal = {"id": 0, "parent_id": None, "stage_id": 0, "kind": "simulation_resume",
+                   "response_status": "completed", "output": {}, "status": "", "execution_finished": False,
+                   "origin": "simulation"}
+        self.add("valid.candidate.minimal", "candidate_record", minimal)
+        self.add("valid.candidate.minimal", "candidate_record",
+                 {"id": 0, "parent_id": 1, "stage_id": 0, "kind": "agent", "response_status": "error",
+                  "error": {"code": "c", "message": "m"}, "status": "x", "execution_finished": True,
+                  "origin": "coaching"})
+        self.add("valid.situation.no_candidates", "situation_record",
+                 {"id": 0, "stage_id": 0, "parent_id": None,
+                  "input": {"id": 0, "instruction": {"type": "user", "content": ""}}, "candidates": []})
+        self.add("valid.example.empty_id", "export_example", set_at(self.example, ("example_id",), ""))
+        self.add("valid.record", "export_record", self.record)
+        self.add("valid.record", "export_record", {"record_id": " ", "dataset": "A-b_9", "data": {}})
+        self.add("valid.result", "export_result", self.result, style=SPACED)
+        for status in ["skipped", "error"]:
+            self.add("valid.result", "export_result", {"example_id": "", "status": status, "reason": " "})
+        self.add("valid.result.exported_with_reason", "export_result", set_at(self.result, ("reason",), "why"))
+
+    def fields(self):
+        """Wrong types, missing and extra fields at every site."""
+        for model, kind, base, path in self.sites():
+            for name, tag, required in EXPORT_FIELDS[model]:
+                for label, value in WRONG_TYPES:
+                    self.add(f"type.{model}", kind, set_at(base, path + (name,), value))
+                if required:
+                    self.add(f"missing.{model}", kind, del_at(base, path + (name,)))
+            self.add(f"extra.{model}", kind, add_key(base, path, "colour", "red"))
+            self.add("missing.everything", kind, set_at(base, path, {}) if path else {})
+
+    def rules(self):
+        c, b = self.cand, self.bad
+        # the candidate's output/error rule, at the top and nested
+        self.add("rule.completed_without_output", "candidate_record", set_at(c, ("output",), None))
+        self.add("rule.completed_without_output", "candidate_record", del_at(c, ("output",)))
+        self.add("rule.completed_with_error", "candidate_record", set_at(c, ("error",), clone(b["error"])))
+        self.add("rule.error_without_error", "candidate_record", set_at(b, ("error",), None))
+        self.add("rule.error_with_output", "candidate_record", set_at(b, ("output",), clone(c["output"])))
+        self.add("rule.error_with_both", "candidate_record", set_at(set_at(b, ("output",), {}), ("error",), None))
+        self.add("rule.completed_status_error", "candidate_record", set_at(c, ("response_status",), "error"))
+        self.add("rule.nested", "situation_record",
+                 set_at(self.situation, ("candidates", 0, "output"), None))
+        self.add("rule.nested", "export_example", set_at(self.example, ("candidate", "error"), clone(b["error"])))
+        self.add("rule.rule_after_fields", "candidate_record",
+                 set_at(set_at(c, ("output",), None), ("status",), 5))
+        # the result's status rule
+        r = self.result
+        self.add("rule.exported_without_records", "export_result", set_at(r, ("records",), []))
+        self.add("rule.exported_without_records", "export_result", del_at(r, ("records",)))
+        for status in ["skipped", "error"]:
+            base = set_at(set_at(r, ("status",), status), ("records",), [])
+            for reason in [None, "", " ", "why", Raw('"\\u0000"')]:
+                self.add("rule.reason", "export_result", set_at(base, ("reason",), reason))
+            self.add("rule.reason", "export_result", del_at(base, ("reason",)))
+            self.add("rule.records_not_allowed", "export_result", set_at(r, ("status",), status))
+            self.add("rule.records_not_allowed", "export_result",
+                     set_at(set_at(r, ("status",), status), ("reason",), "why"))
+        self.add("rule.rule_after_fields", "export_result",
+                 set_at(set_at(r, ("records",), []), ("example_id",), 5))
+
+    def scalars(self):
+        for value in ["chat", "a", "A-b_9", "9", "chat\n", "-chat", "_chat", "", "chat.json", "a b", "\u00e9t\u00e9",
+                      "chat/x", "a\u0131", "CHAT-2"]:
+            self.add("str.dataset", "export_record", set_at(self.record, ("dataset",), value))
+            self.add("str.dataset", "export_result", set_at(self.result, ("records", 0, "dataset"), value))
+        for value in ["", " ", "x", Raw('"\\u0000"')]:
+            self.add("str.record_id", "export_record", set_at(self.record, ("record_id",), value))
+        c = self.cand
+        for path in [("id",), ("parent_id",), ("stage_id",), ("links", 0, "situation_id"),
+                     ("coaching_attempt_ids", 1)]:
+            for text in ["1.0", "\"1\"", "true", "-0", "1e1", "-7", "9223372036854775807", "NaN"]:
+                self.add("int.typed", "candidate_record", set_at(c, path, Raw(text)))
+        for text in ["1", "0", "\"true\"", "null", "1.0"]:
+            self.add("bool.execution_finished", "candidate_record", set_at(c, ("execution_finished",), Raw(text)))
+        for path, values in [(("kind",), ["agent", "simulation_resume", "Agent", "simulation", "", None]),
+                             (("response_status",), ["completed", "Completed", "ok", ""]),
+                             (("origin",), ["model", "coaching", "simulation", "agent", "Model", None]),
+                             (("links", 0, "kind"), ["next", "alternative", "Next", "child", ""])]:
+            for value in values:
+                self.add("literal." + path[-1], "candidate_record", set_at(c, path, value))
+        for value in ["exported", "skipped", "error", "Exported", "failed", "", None]:
+            self.add("literal.status", "export_result", set_at(self.result, ("status",), value))
+        for path in [("status",), ("example_id",)]:
+            for value in ["", " ", 7]:
+                self.add("str.fields", "candidate_record" if path == ("status",) else "export_example",
+                         set_at(c if path == ("status",) else self.example, path, value))
+
+    def freeform(self):
+        positions = [
+            ("candidate_record", self.cand, ("execution",)),
+            ("candidate_record", self.cand, ("score",)),
+            ("candidate_record", self.cand, ("coaching",)),
+            ("candidate_record", self.cand, ("coaching_source",)),
+            ("candidate_record", self.cand, ("internal_steps", 0)),
+            ("situation_record", self.situation, ("input", "memory")),
+            ("export_example", self.example, ("candidate", "score")),
+            ("export_record", self.record, ("data",)),
+            ("export_result", self.result, ("records", 1, "data")),
+        ]
+        for kind, base, path in positions:
+            for nf in ["NaN", "Infinity", "[1, NaN]", "{\"x\": -Infinity}"]:
+                self.add("nonfinite.freeform", kind, set_at(base, path + ("k",), Raw(nf)))
+            for v in [None, [], {"a": {"b": [1.5, -0, "x"]}}, 1e300, Raw("123456789012345678901234567890")]:
+                self.add("freeform.any_value", kind, set_at(base, path + ("k",), v))
+            self.add("freeform.not_object", kind, set_at(base, path, []))
+            self.add("deep.freeform", kind, set_at(base, path + ("k",), Raw(nest_text(300, "list", "1"))))
+        self.add("freeform.internal_steps_not_list", "candidate_record", set_at(self.cand, ("internal_steps",), {}))
+        self.add("freeform.internal_steps_item", "candidate_record",
+                 set_at(self.cand, ("internal_steps",), [{}, 1, "x", None]))
+
+    def run(self):
+        self.valid()
+        self.fields()
+        self.rules()
+        self.scalars()
+        self.freeform()
 
 
 class _Absent:

@@ -12,8 +12,17 @@
 //!    HTTP (starting while the agent still answers 503) and over HTTPS.
 //! 3. `magma-validate probe` against the same FastAPI agent, started while it
 //!    still answers 503: exit 0 with a warning naming FastAPI's 500 for NaN
-//!    and the coaching checks passed; exit 1 with `--strict`; exit 0 with
+//!    and the coaching and behaviour checks passed; exit 1 with `--strict`; exit 0 with
 //!    `--skip invalid-request/nan` and the waiver in the report.
+//! 4. GEN's repair loop through GEN's own code (`harness/python/gen_repair_loop.py`
+//!    in the full MAGMA venv of `cargo xtask e2e`): `RemoteCoaching.submit`,
+//!    `AgentCoachingManager.add_coaching_nodes` and
+//!    `BaseAgentManager._send_coaching_pending` re-inject every proposal of
+//!    `magma-server`'s demo coach (HTTP and HTTPS) and of the FastAPI agent on
+//!    magma-core's coaching routes (full-history's proposal shape); each comes
+//!    back as the decision it asks for. The negative control: the FastAPI agent
+//!    with `--wrap-proposals` (the wrapped shape) gets bad nodes in GEN, and
+//!    `magma-validate probe` fails it on `coaching/reinject`.
 //!
 //! Everything runs on 127.0.0.1 and is stopped at the end, also on failure.
 
@@ -69,6 +78,8 @@ pub fn run() -> Result<()> {
     let bench_client = root.join("harness/python/bench_client.py");
     let gen_coaching = root.join("harness/python/gen_coaching.py");
     let fastapi_agent = root.join("harness/python/fastapi_agent.py");
+    let gen_repair_loop = root.join("harness/python/gen_repair_loop.py");
+    let full_python = crate::e2e::full_venv()?;
     let mut passed = Vec::new();
 
     // 1. The Rust server under a BENCH-like Python client.
@@ -103,6 +114,19 @@ pub fn run() -> Result<()> {
             "GEN's RemoteCoaching (magma-gen 2.0.0) -> magma-server coaching over {scheme}"
         );
         run_checked(&what, &mut gen_client)?;
+        server.ensure_running()?;
+        passed.push(what);
+
+        let mut repair = Command::new(&full_python);
+        repair.arg(&gen_repair_loop).arg(&url);
+        if https {
+            repair.arg("--cacert").arg(tls_dir.join("ca.pem"));
+        }
+        let what = format!(
+            "GEN's repair loop (RemoteCoaching.submit, AgentCoachingManager, \
+             BaseAgentManager) re-injects every demo proposal -> magma-server over {scheme}"
+        );
+        run_checked(&what, &mut repair)?;
         server.ensure_running()?;
         passed.push(what);
     }
@@ -186,6 +210,66 @@ pub fn run() -> Result<()> {
     }
     drop(agent);
 
+    // 4. GEN's repair loop against magma-core's own coaching routes: the
+    // full-history shape passes; the wrapped shape is caught by GEN and the probe.
+    for wrapped in [false, true] {
+        let port = free_port()?;
+        let mut cmd = Command::new(&python);
+        cmd.arg(&fastapi_agent)
+            .args(["--port", &port.to_string(), "--coaching"]);
+        if wrapped {
+            cmd.arg("--wrap-proposals");
+        }
+        let mut agent = Guard::spawn("fastapi_agent.py", &mut cmd)?;
+        wait_for_port(&mut agent, port, Duration::from_secs(60))?;
+        let url = format!("http://127.0.0.1:{port}");
+        let mut repair = Command::new(&full_python);
+        repair.arg(&gen_repair_loop).arg(&url);
+        let what = if wrapped {
+            repair.arg("--expect-fail");
+            "GEN's repair loop -> FastAPI agent whose stub coach wraps its proposals: \
+             GEN records the coached nodes as bad"
+        } else {
+            "GEN's repair loop -> FastAPI agent (mount_coaching_routes, full-history's \
+             replace_decision proposals): every coached node makes its decision"
+        };
+        run_checked(what, &mut repair)?;
+        passed.push(what.to_owned());
+        if wrapped {
+            let what = "magma-validate probe -> FastAPI agent with wrapped proposals: exit 1, \
+                        coaching/reinject fails and its fix says what GEN sends";
+            eprintln!("xtask interop: {what}");
+            let out = Command::new(&validate)
+                .args(["probe", &url, "--format", "json", "--ready-timeout", "60"])
+                .output()
+                .with_context(|| format!("running {}", validate.display()))?;
+            let report: Value = serde_json::from_slice(&out.stdout)
+                .with_context(|| format!("{what}: no JSON report"))?;
+            let reinject = report["checks"]
+                .as_array()
+                .and_then(|cs| cs.iter().find(|c| c["name"] == "coaching/reinject"))
+                .context("no coaching/reinject check in the report")?;
+            let fix_says_what_gen_sends = reinject["findings"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|f| {
+                    f["fix"]
+                        .as_str()
+                        .is_some_and(|t| t.contains("so GEN sent extra_keys.coaching"))
+                });
+            ensure!(
+                out.status.code() == Some(1)
+                    && reinject["status"] == "fail"
+                    && fix_says_what_gen_sends,
+                "{what}: exit {:?}, {reinject:#}",
+                out.status.code()
+            );
+            passed.push(what.to_owned());
+        }
+        agent.ensure_running()?;
+    }
+
     println!("interop: {} passed, 0 failed", passed.len());
     for p in &passed {
         println!("  ok  {p}");
@@ -224,11 +308,30 @@ const PROBE_CASES: &[ProbeCase] = &[
                 "the warning does not name the 500"
             );
             ensure!(report["summary"]["failed"] == 0, "a check failed");
-            // magma-core's own coaching routes pass the probe's coaching checks
-            // (the agent does not advertise coaching_resume).
+            // The behaviour checks pass: the agent answers from the request
+            // alone, samples its branches, honours delay_ms without blocking.
+            for name in [
+                "state/hidden",
+                "branches/identical",
+                "concurrency/health-while-busy",
+                "concurrency/parallel",
+                "concurrency/memory-isolation",
+            ] {
+                let check = report["checks"]
+                    .as_array()
+                    .and_then(|cs| cs.iter().find(|c| c["name"] == name))
+                    .with_context(|| format!("no check {name} in the report"))?;
+                ensure!(
+                    check["status"] == "pass",
+                    "{name} did not pass: {}",
+                    check["reason"]
+                );
+            }
+            // magma-core's own coaching routes, with full-history's proposal
+            // shape, pass every coaching check, the re-injection included.
             for check in report["checks"].as_array().into_iter().flatten() {
                 let name = check["name"].as_str().unwrap_or("");
-                if name.starts_with("coaching/") && name != "coaching/resume" {
+                if name.starts_with("coaching/") {
                     ensure!(check["status"] == "pass", "{name} did not pass");
                 }
             }

@@ -9,6 +9,7 @@
 pub mod conformance;
 pub mod deploy;
 pub mod e2e;
+pub mod gen_export;
 pub mod interop;
 pub mod process;
 pub mod python;

@@ -1,4 +1,4 @@
-//! `cargo xtask wheel [--release]`: the `magma-validate` binary as a Python
+//! `cargo xtask wheel [--debug]`: the `magma-validate` binary as a Python
 //! wheel, and a smoke test of it the way a MAGMA agent author would use it.
 //!
 //! 1. maturin (from PyPI, in `<target>/xtask/venv-wheel`) builds the wheel
@@ -10,8 +10,9 @@
 //! 4. The README's pytest example (`harness/python/test_probe_agent.py`) passes
 //!    in that venv, with pytest from PyPI (exact pins).
 //!
-//! The debug profile by default (CI reuses the test build); `--release` for
-//! the wheel that is published.
+//! The release profile, stripped, by default: the wheel users install and the
+//! one that is published, written to `<target>/xtask/wheels/`; `--debug` for a
+//! quicker local build.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -25,8 +26,11 @@ use crate::python;
 /// Options of `cargo xtask wheel`.
 #[derive(Debug, Default, clap::Args)]
 pub struct Options {
-    /// Build the wheel in release mode.
+    /// Build the debug profile instead (unstripped and much larger; not for users).
     #[arg(long)]
+    debug: bool,
+    /// The default (kept so that older instructions still work).
+    #[arg(long, hide = true, conflicts_with = "debug")]
     release: bool,
 }
 
@@ -60,10 +64,11 @@ pub fn run(options: &Options) -> Result<()> {
         .arg(root.join("crates/magma-validator/Cargo.toml"))
         .arg("--out")
         .arg(&wheels);
-    if options.release {
-        build.arg("--release");
-    } else {
+    if options.debug && !options.release {
         build.args(["--profile", "dev"]);
+    } else {
+        // What users install: optimized, without symbols (the debug build is ~67 MB).
+        build.args(["--release", "--strip"]);
     }
     eprintln!("xtask wheel: building the magma-validate wheel with maturin");
     crate::process::run_inherited("maturin build", &mut build)?;

@@ -35,6 +35,7 @@ pub(crate) const TARGETS: &[&str] = &[
     "health",
     "exchange",
     "coaching",
+    "export",
     "env_feedback",
     "tool_schema",
 ];
@@ -266,6 +267,8 @@ fn seeds_from_fixtures(text: &str) -> Result<Vec<(&'static str, Vec<Seed>)>> {
             "request" | "response" | "info" | "health" => push(kind, doc.as_bytes().to_vec()),
             "coaching_request" | "coaching_response" | "coaching_session" | "internal_step"
             | "replace_say" => push("coaching", doc.as_bytes().to_vec()),
+            "situation_link" | "candidate_record" | "situation_record" | "export_example"
+            | "export_record" | "export_result" => push("export", doc.as_bytes().to_vec()),
             "exchange" => {
                 let Some(request) = case.get("request").and_then(Value::as_str) else {
                     continue;

@@ -9,9 +9,11 @@
 mod attack;
 mod codegen;
 mod deny;
+mod docs_check;
 mod fuzz;
 mod layouts;
 mod msrv;
+mod newest_deps;
 mod publish_check;
 mod release;
 
@@ -19,7 +21,9 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
-use magma_harness::{conformance, deploy, e2e, interop, schema_check, schemathesis, wheel};
+use magma_harness::{
+    conformance, deploy, e2e, gen_export, interop, schema_check, schemathesis, wheel,
+};
 pub(crate) use magma_harness::{process, project_root, xtask_dir};
 
 /// cargo xtask: project automation for magma-rs.
@@ -61,6 +65,9 @@ enum Command {
     /// The real magma-bench and magma-gen (PyPI, CPU physics) against magma-server and
     /// llm-agent, with the stand-ins listed in docs/e2e.md; outputs under target/e2e.
     E2e(e2e::Options),
+    /// GEN's dataset export (magma-gen 2.0.0 `launch_export`) through python/magma-rs-export
+    /// and the demo agent's exporter: datasets, splits, manifest, refusals, failures.
+    GenExport,
     /// Build the magma-validate Python wheel, install it into a fresh Python 3.12 venv and
     /// probe magma-server with it.
     Wheel(wheel::Options),
@@ -74,6 +81,13 @@ enum Command {
     /// Derive the libraries' minimum Rust from Cargo.lock; fail unless Cargo.toml and
     /// README.md state it.
     Msrv,
+    /// Copy the workspace, `cargo update` the copy to the newest semver-compatible
+    /// dependencies, then clippy (warnings denied) and the libraries' tests there.
+    NewestDeps,
+    /// What the README and docs/ tell a user to type, done outside the workspace: a new
+    /// crate with the documented dependency lines runs the guides' examples; both binaries
+    /// install with `cargo install --locked`; unpublished installs are marked.
+    DocsCheck,
     /// The full attack suite of the memory budget (16 MiB requests) against the release
     /// magma-server; each attack's peak resident memory checked against 512 MiB and printed.
     Attack {
@@ -125,11 +139,14 @@ fn run(command: Command) -> Result<()> {
         Command::Conformance { check } => conformance::run(check),
         Command::Interop => interop::run(),
         Command::E2e(options) => e2e::run(&options),
+        Command::GenExport => gen_export::run(),
         Command::Wheel(options) => wheel::run(&options),
         Command::Schemathesis(options) => schemathesis::run(&options),
         Command::Release(options) => release::run(&options),
         Command::PublishCheck => publish_check::run(),
         Command::Msrv => msrv::run(),
+        Command::NewestDeps => newest_deps::run(),
+        Command::DocsCheck => docs_check::run(),
         Command::Attack { debug } => attack::run(&attack::Options { debug }),
         Command::DeployCheck => deploy::run(),
         Command::Fuzz(options) => fuzz::run(&options),

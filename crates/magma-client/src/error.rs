@@ -99,7 +99,7 @@ impl fmt::Display for ErrorKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ErrorKind::ConnectionRefused => {
-                f.write_str("connection refused (is the agent running?)")
+                f.write_str("connection refused (is the server running?)")
             }
             ErrorKind::Connect => f.write_str("could not connect"),
             ErrorKind::ConnectTimeout(d) => {
@@ -110,7 +110,7 @@ impl fmt::Display for ErrorKind {
             }
             ErrorKind::Tls(why) => write!(f, "TLS failure: {why}"),
             ErrorKind::NotReady(s) => write!(f, "agent not ready: {s}"),
-            ErrorKind::InferenceTimeout(s) => write!(f, "timeout: the agent gave up: {s}"),
+            ErrorKind::InferenceTimeout(s) => write!(f, "timeout: the server gave up: {s}"),
             ErrorKind::Status(s) => write!(f, "{s}"),
             ErrorKind::InvalidBody(e) => write!(f, "invalid response body: {e}"),
             ErrorKind::CandidateMismatch(m) => write!(f, "{m}"),
@@ -198,6 +198,16 @@ impl fmt::Display for TransportCause {
             TransportCause::Other => "the connection failed",
         })
     }
+}
+
+/// The `host:port` (or `host`) of a URL, as written in it.
+fn authority(url: &str) -> &str {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let authority = &rest[..end];
+    authority
+        .rsplit_once('@')
+        .map_or(authority, |(_, host)| host)
 }
 
 fn secs(d: Duration) -> String {
@@ -329,7 +339,7 @@ impl fmt::Display for HttpStatus {
 /// A failed call: the [`ErrorKind`], and the method and URL it was made on.
 ///
 /// `Display` reads `GET http://host:8888/health: connection refused (is the
-/// agent running?)`; the underlying I/O, hyper or rustls error, if any, is
+/// server at host:8888 running?)`; the underlying I/O, hyper or rustls error, if any, is
 /// the [`source`](std::error::Error::source).
 pub struct Error {
     inner: Box<Inner>,
@@ -469,10 +479,21 @@ impl fmt::Debug for Error {
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match (&self.inner.method, &self.inner.url) {
-            (Some(m), Some(u)) => write!(f, "{m} {u}: {}", self.inner.kind),
-            (None, Some(u)) => write!(f, "{u}: {}", self.inner.kind),
-            _ => write!(f, "{}", self.inner.kind),
+        if let Some(m) = &self.inner.method {
+            write!(f, "{m} ")?;
+        }
+        let Some(u) = &self.inner.url else {
+            return write!(f, "{}", self.inner.kind);
+        };
+        match &self.inner.kind {
+            // Name the server that was tried: the client also calls model providers and
+            // proxies, not only agents.
+            ErrorKind::ConnectionRefused => write!(
+                f,
+                "{u}: connection refused (is the server at {} running?)",
+                authority(u)
+            ),
+            kind => write!(f, "{u}: {kind}"),
         }
     }
 }

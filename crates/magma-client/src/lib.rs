@@ -5,6 +5,8 @@
 mod client;
 mod coaching;
 mod connect;
+#[cfg(feature = "tls")]
+mod crypto;
 mod error;
 mod raw;
 mod runtime;

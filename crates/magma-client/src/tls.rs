@@ -2,7 +2,6 @@
 //! words for TLS failures.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -84,7 +83,7 @@ impl TlsOptions {
             ));
         }
 
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let provider = crate::crypto::provider();
         let builder = rustls::ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .map_err(|e| Error::config(format!("TLS: {e}")).with_source(e))?

@@ -12,6 +12,7 @@ use magma_protocol::coaching::{
 use magma_protocol::{AgentInfo, AgentInput, AgentRequest, Candidate};
 
 use crate::coaching::{CoachError, CoachingContext};
+use crate::export::Exporter;
 
 /// What an agent author implements: identity, readiness, and answers.
 ///
@@ -53,6 +54,15 @@ pub trait Agent: Send + Sync + 'static {
     /// that loads in the background.
     fn readiness(&self) -> Readiness {
         Readiness::Ready
+    }
+
+    /// The agent's dataset exporter, if it has one: what GEN's export
+    /// (`python -m magma_gen.launch_export`) runs, locally and without
+    /// HTTP, through the `export` subcommand of the binary
+    /// [`cli::run`](crate::cli::run) builds (see [`Exporter`]). The default
+    /// is none.
+    fn exporter(&self) -> Option<&dyn Exporter> {
+        None
     }
 
     /// Answers one input with exactly `input.num_outputs` candidates, in

@@ -22,6 +22,15 @@
 //!
 //! Programs with flags of their own embed [`ServerArgs`] with
 //! `#[command(flatten)]` and call [`run_with`] or [`run_with_loading`].
+//!
+//! `<binary> export` runs the agent's [`Exporter`](crate::Exporter) instead
+//! of serving (no socket, no runtime): [`run`] and [`run_loading`] do it
+//! themselves; programs with their own parser call [`export_invocation`]
+//! first. `export --describe` prints the exporter's identity and dataset
+//! files as one JSON object; `export` reads `ExportExample`s as JSON lines
+//! on standard input (or `--input FILE`) and writes one `ExportResult` line
+//! per example line on standard output (see
+//! [`serve_export`](crate::export::serve_export)).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -59,18 +68,28 @@ pub struct ServerArgs {
           value_parser = listen_addr)]
     pub listen: String,
 
-    /// Largest accepted request body, in bytes; larger bodies get 413
-    #[arg(env = "MAGMA_SERVER_MAX_BODY_BYTES", long, value_name = "N", default_value_t = Config::DEFAULT_MAX_BODY_BYTES)]
+    /// Largest accepted request body, in bytes (or with a unit: 16MiB, 16MB, 512KiB); larger bodies get 413
+    #[arg(env = "MAGMA_SERVER_MAX_BODY_BYTES", long, value_name = "BYTES", default_value_t = Config::DEFAULT_MAX_BODY_BYTES,
+          value_parser = byte_size)]
     pub max_body_bytes: u64,
 
-    /// Memory budget of the whole process for requests (counted twice: body and parsed) and answers; past it, 503
-    #[arg(env = "MAGMA_SERVER_MAX_TOTAL_BODY_BYTES", long, value_name = "N", default_value_t = Config::DEFAULT_MAX_TOTAL_BODY_BYTES)]
+    /// Memory budget of the whole process for requests (counted twice: body and parsed) and answers, in bytes or with a unit (256MiB); past it, 503
+    #[arg(env = "MAGMA_SERVER_MAX_TOTAL_BODY_BYTES", long, value_name = "BYTES", default_value_t = Config::DEFAULT_MAX_TOTAL_BODY_BYTES,
+          value_parser = byte_size)]
     pub max_total_body_bytes: u64,
 
     /// Coaching sessions open at once; a PUT of a new one beyond it gets 503
     #[arg(env = "MAGMA_SERVER_MAX_COACHING_SESSIONS", long, value_name = "N", default_value_t = Config::DEFAULT_MAX_COACHING_SESSIONS,
           value_parser = positive_usize)]
     pub max_coaching_sessions: usize,
+
+    /// Bytes all open coaching sessions may hold together (each counts its configuration's compact JSON); a PUT of a new one that does not fit gets 503
+    #[arg(env = "MAGMA_SERVER_MAX_COACHING_SESSION_BYTES", long, value_name = "N", default_value_t = Config::DEFAULT_MAX_COACHING_SESSION_BYTES)]
+    pub max_coaching_session_bytes: u64,
+
+    /// Seconds a coaching session may go without a request before it is closed as if deleted (a crashed run never sends DELETE); 0: never
+    #[arg(env = "MAGMA_SERVER_COACHING_SESSION_IDLE_SECS", long, value_name = "SECS", default_value_t = Config::DEFAULT_COACHING_SESSION_IDLE_TIMEOUT.as_secs())]
+    pub coaching_session_idle_secs: u64,
 
     /// Seconds a connection has to send a complete request head (also the idle keep-alive timeout)
     #[arg(env = "MAGMA_SERVER_HEADER_TIMEOUT_SECS", long, value_name = "SECS", default_value_t = Config::DEFAULT_HEADER_TIMEOUT.as_secs(),
@@ -107,9 +126,9 @@ pub struct ServerArgs {
           value_parser = clap::value_parser!(u64).range(1..))]
     pub max_candidates: u64,
 
-    /// Largest answer of POST /v1/responses in bytes; a request whose answer would be larger gets 422, an agent answer that is larger 500
+    /// Largest answer of POST /v1/responses in bytes or with a unit (16MiB), at least 1024; a request whose answer would be larger gets 422, an agent answer that is larger 500
     #[arg(env = "MAGMA_SERVER_MAX_RESPONSE_BYTES", long, value_name = "BYTES", default_value_t = Config::DEFAULT_MAX_RESPONSE_BYTES,
-          value_parser = clap::value_parser!(u64).range(1024..))]
+          value_parser = response_bytes)]
     pub max_response_bytes: u64,
 
     /// Seconds allowed per inference, including the wait for a slot; 504 when exceeded [default: no limit]
@@ -194,6 +213,12 @@ fn listen_addr(s: &str) -> Result<String, String> {
     const EXPECTED: &str = "expected HOST:PORT, e.g. 127.0.0.1:8080, 0.0.0.0:8080, [::1]:8080 \
                             or localhost:8080";
     let Some((host, port)) = s.rsplit_once(':') else {
+        if let Ok(port) = s.parse::<u16>() {
+            return Err(format!(
+                "a port alone; give the address too: 127.0.0.1:{port} (this machine only) \
+                 or 0.0.0.0:{port} (every interface)"
+            ));
+        }
         return Err(format!("no port; {EXPECTED}"));
     };
     if port.parse::<u16>().is_err() {
@@ -229,6 +254,45 @@ fn path_prefix(s: &str) -> Result<String, String> {
         return Err("expected a plain URL path such as /agent (no '?', '#' or spaces)".into());
     }
     Ok(s.to_owned())
+}
+
+/// A number of bytes: `16777216`, or a number with a unit, binary (`KiB`,
+/// `MiB`, `GiB`: powers of 1024) or decimal (`kB`/`KB`, `MB`, `GB`: powers of
+/// 1000), upper or lower case, with or without a space; `B` alone is bytes.
+pub(crate) fn byte_size(s: &str) -> Result<u64, String> {
+    const EXAMPLE: &str = "expected a number of bytes, alone or with a unit: 16777216, 16MiB \
+                           (16 x 1024 x 1024), 16MB (16 x 1000 x 1000), 512KiB, 1GiB";
+    let text = s.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (digits, unit) = text.split_at(split);
+    if digits.is_empty() {
+        return Err(format!("{s:?} does not start with a number; {EXAMPLE}"));
+    }
+    let factor: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "kib" | "k" => 1 << 10,
+        "mib" | "m" => 1 << 20,
+        "gib" | "g" => 1 << 30,
+        "kb" => 1_000,
+        "mb" => 1_000_000,
+        "gb" => 1_000_000_000,
+        other => return Err(format!("unknown unit {other:?} in {s:?}; {EXAMPLE}")),
+    };
+    digits
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(factor))
+        .ok_or_else(|| format!("{s:?} is too large for 64 bits; {EXAMPLE}"))
+}
+
+/// [`byte_size`], at least 1024.
+fn response_bytes(s: &str) -> Result<u64, String> {
+    match byte_size(s)? {
+        n if n < 1024 => Err(format!("{n} bytes is below the minimum of 1024 (1KiB)")),
+        n => Ok(n),
+    }
 }
 
 fn positive_usize(s: &str) -> Result<usize, String> {
@@ -269,10 +333,7 @@ pub enum CliError {
         source: crate::TlsError,
     },
     /// The server could not listen on `--listen`.
-    #[error(
-        "--listen {addr}: {}; expected a local address that is free (is another server running on it?)",
-        chain(source)
-    )]
+    #[error("--listen {addr}: {}; {}", chain(source), listen_hint(source))]
     Listen {
         /// The value of `--listen`.
         addr: String,
@@ -295,6 +356,27 @@ impl CliError {
             CliError::Tls { .. } => 1,
             CliError::Listen { .. } => 1,
         }
+    }
+}
+
+/// What fits the reason a listening socket could not be opened.
+fn listen_hint(e: &crate::Error) -> &'static str {
+    let crate::Error::Bind { source, .. } = e else {
+        return "expected a local address that is free";
+    };
+    match source.kind() {
+        std::io::ErrorKind::AddrInUse => {
+            "another process already listens there (is another server running on it?); \
+             stop it or choose another port"
+        }
+        std::io::ErrorKind::AddrNotAvailable => {
+            "that address is not one of this machine's; listen on 127.0.0.1 (this machine \
+             only), 0.0.0.0 (every interface) or an address of one of its interfaces"
+        }
+        std::io::ErrorKind::PermissionDenied => {
+            "ports below 1024 need privileges; choose a port from 1024 up (e.g. 8080)"
+        }
+        _ => "expected a local address that is free",
     }
 }
 
@@ -326,6 +408,11 @@ impl ServerArgs {
             max_response_bytes: self.max_response_bytes,
             max_total_body_bytes: self.max_total_body_bytes,
             max_coaching_sessions: self.max_coaching_sessions,
+            max_coaching_session_bytes: self.max_coaching_session_bytes,
+            coaching_session_idle_timeout: match self.coaching_session_idle_secs {
+                0 => None,
+                n => Some(secs(n)),
+            },
             inference_timeout: self.inference_timeout_secs.map(secs),
             shutdown_grace: secs(self.shutdown_grace_secs),
             path_prefix: self.path_prefix.clone(),
@@ -486,6 +573,9 @@ struct DefaultCli {
 /// `--help` and `--version` name the agent: its [`AgentInfo`]'s `agent_id`
 /// and `agent_version` (see [`version_string`]).
 pub fn run<A: Agent>(agent: A) -> ExitCode {
+    if let Some(args) = export_invocation(&agent.info()) {
+        return run_export(&agent, &args);
+    }
     let args = parse_args_for(&agent.info());
     run_with(agent, args)
 }
@@ -495,10 +585,78 @@ pub fn run<A: Agent>(agent: A) -> ExitCode {
 /// `<agent_id> <agent_version> (...)`. Exits on `--help`, `--version` and
 /// invalid flags, as any `clap` program.
 pub fn parse_args_for(info: &AgentInfo) -> ServerArgs {
-    match DefaultCli::from_arg_matches(&command_for(info).get_matches()) {
+    let command = command_for(info);
+    let parsed = command
+        .clone()
+        .try_get_matches()
+        .and_then(|m| DefaultCli::from_arg_matches(&m));
+    match parsed {
         Ok(cli) => cli.server,
-        Err(e) => e.exit(),
+        Err(e) => exit_on_error(&command, e),
     }
+}
+
+/// Exits on a `clap` error of `command` as [`clap::Error::exit`] does, except
+/// that a refused value that came from a `MAGMA_SERVER_*` environment variable
+/// (not from the command line) names that variable: clap names only the flag,
+/// which the user never typed. For programs with their own parser that
+/// flatten [`ServerArgs`]:
+/// `Cli::from_arg_matches(&m).unwrap_or_else(|e| cli::exit_on_error(&command, e))`.
+pub fn exit_on_error(command: &clap::Command, error: clap::Error) -> ! {
+    let args: Vec<String> = std::env::args_os()
+        .skip(1)
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    if let Some(message) = from_environment(command, &error, &args, |name| {
+        std::env::var_os(name).map(|v| v.to_string_lossy().into_owned())
+    }) {
+        #[allow(clippy::print_stderr, reason = "clap's own errors go there too")]
+        {
+            eprint!("{message}");
+        }
+        std::process::exit(2);
+    }
+    error.exit()
+}
+
+/// A value refused by `clap` that came from an environment variable, not
+/// from the command line: clap's message with the variable named (clap names
+/// only the flag, which the user never typed). `None` for other errors.
+pub(crate) fn from_environment(
+    command: &clap::Command,
+    error: &clap::Error,
+    args: &[String],
+    var: impl Fn(&str) -> Option<String>,
+) -> Option<String> {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if !matches!(
+        error.kind(),
+        ErrorKind::ValueValidation | ErrorKind::InvalidValue
+    ) {
+        return None;
+    }
+    let Some(ContextValue::String(shown)) = error.get(ContextKind::InvalidArg) else {
+        return None;
+    };
+    let long = shown.split_whitespace().next()?.strip_prefix("--")?;
+    let arg = command
+        .get_arguments()
+        .find(|a| a.get_long() == Some(long))?;
+    let flag = format!("--{long}");
+    if args
+        .iter()
+        .any(|a| *a == flag || a.starts_with(&format!("{flag}=")))
+    {
+        return None;
+    }
+    let name = arg.get_env()?.to_string_lossy().into_owned();
+    let value = var(&name)?;
+    let rendered = error.render().to_string();
+    let (first, rest) = rendered.split_once('\n').unwrap_or((&rendered, ""));
+    Some(format!(
+        "{first}\n  (the value comes from the environment variable {name}={value:?}; \
+         {flag} was not given)\n{rest}"
+    ))
 }
 
 /// The `clap` command of [`parse_args_for`].
@@ -626,6 +784,136 @@ impl ServerArgs {
     }
 }
 
+/// The flags of `<binary> export`.
+#[derive(Debug, Clone, Args)]
+#[non_exhaustive]
+pub struct ExportArgs {
+    /// Print the exporter's identity and dataset files as one JSON object
+    /// (`{"agent_id", "agent_version", "filenames"}`) and exit.
+    #[arg(long)]
+    pub describe: bool,
+    /// Read the examples from FILE instead of standard input.
+    #[arg(long, value_name = "FILE")]
+    pub input: Option<PathBuf>,
+    /// The export options, a JSON object (what GEN's `--options` file holds).
+    #[arg(long, value_name = "JSON")]
+    pub options: Option<String>,
+    /// Examples handed to the exporter at a time.
+    #[arg(long, value_name = "N", default_value_t = 64)]
+    pub batch_size: usize,
+}
+
+#[derive(Debug, Parser)]
+struct ExportCli {
+    #[command(flatten)]
+    export: ExportArgs,
+}
+
+/// If the process was started as `<binary> export ...`, its export flags
+/// (exits on `--help` and invalid flags, as any `clap` program); `None`
+/// otherwise.
+pub fn export_invocation(info: &AgentInfo) -> Option<ExportArgs> {
+    let mut args = std::env::args_os();
+    let program = args.next()?;
+    let first = args.next()?;
+    if first != "export" {
+        return None;
+    }
+    let name = if info.agent_id.trim().is_empty() {
+        "magma-agent".to_owned()
+    } else {
+        info.agent_id.clone()
+    };
+    let command = ExportCli::command()
+        .name(format!("{name} export"))
+        .bin_name(format!(
+            "{} export",
+            std::path::Path::new(&program).display()
+        ))
+        .about(
+            "Renders GEN's export examples (JSON lines on standard input) into this agent's \
+             datasets (ExportResult JSON lines on standard output), without HTTP",
+        );
+    match ExportCli::from_arg_matches(
+        &command.get_matches_from(std::iter::once(program).chain(args)),
+    ) {
+        Ok(cli) => Some(cli.export),
+        Err(e) => e.exit(),
+    }
+}
+
+/// Runs `agent`'s exporter as [`ExportArgs`] say: exit status 0 when every
+/// line was answered (even with `error` results), 1 when the agent has no
+/// exporter or the input cannot be read or the output written, 2 for
+/// invalid options.
+#[allow(
+    clippy::print_stderr,
+    clippy::print_stdout,
+    reason = "the command-line front end reports to the terminal"
+)]
+pub fn run_export<A: Agent>(agent: &A, args: &ExportArgs) -> ExitCode {
+    use std::io::Write;
+    let info = agent.info();
+    let Some(exporter) = agent.exporter() else {
+        eprintln!(
+            "error: the agent {} {} has no exporter",
+            info.agent_id, info.agent_version
+        );
+        return ExitCode::from(1);
+    };
+    if args.describe {
+        let mut out = std::io::stdout().lock();
+        let text = crate::export::describe(&info, exporter);
+        return match writeln!(out, "{text}").and_then(|()| out.flush()) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("error: cannot write to standard output: {e}");
+                ExitCode::from(1)
+            }
+        };
+    }
+    let options = match args
+        .options
+        .as_deref()
+        .map(|t| crate::Json::from_slice(t.as_bytes()))
+    {
+        None => crate::Object::new(),
+        Some(Ok(crate::Json::Object(o))) => o,
+        Some(Ok(_)) => {
+            eprintln!("error: --options must be a JSON object");
+            return ExitCode::from(2);
+        }
+        Some(Err(e)) => {
+            eprintln!("error: --options is not valid JSON: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let input: Box<dyn std::io::BufRead> = match &args.input {
+        None => Box::new(std::io::stdin().lock()),
+        Some(path) => match std::fs::File::open(path) {
+            Ok(file) => Box::new(std::io::BufReader::new(file)),
+            Err(e) => {
+                eprintln!("error: cannot read {}: {e}", path.display());
+                return ExitCode::from(1);
+            }
+        },
+    };
+    let output = std::io::BufWriter::new(std::io::stdout().lock());
+    match crate::export::serve_export(exporter, input, output, &options, args.batch_size) {
+        Ok(summary) => {
+            eprintln!(
+                "exported {} examples ({} errors)",
+                summary.examples, summary.errors
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: export stopped: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
 /// Installs a `tracing` subscriber writing text to standard error,
 /// filtered by `RUST_LOG` (default `info`). Does nothing if one is already
 /// installed.
@@ -749,6 +1037,11 @@ mod tests {
         assert_eq!(c.max_response_bytes, d.max_response_bytes);
         assert_eq!(c.max_total_body_bytes, d.max_total_body_bytes);
         assert_eq!(c.max_coaching_sessions, d.max_coaching_sessions);
+        assert_eq!(c.max_coaching_session_bytes, d.max_coaching_session_bytes);
+        assert_eq!(
+            c.coaching_session_idle_timeout,
+            d.coaching_session_idle_timeout
+        );
         assert_eq!(c.max_concurrent_streams, d.max_concurrent_streams);
         assert_eq!(c.inference_timeout, d.inference_timeout);
         assert_eq!(c.shutdown_grace, d.shutdown_grace);

@@ -7,9 +7,15 @@
 //! different one (or any while the session closes) is a conflict; a request
 //! holds its session open; closing marks the session, waits for the
 //! requests in flight, lets the agent release it, then removes it.
+//!
+//! Beyond magma-core, the registry is bounded in count and in bytes (each
+//! session counts its configuration's compact JSON length and its run id),
+//! and a session that goes without a request for the idle timeout is closed
+//! as a `DELETE` would close it (a crashed run never sends one).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use magma_protocol::coaching::{CoachingKind, CoachingLog, CoachingSessionConfig};
 use tokio::sync::Notify;
@@ -93,6 +99,16 @@ pub(crate) enum OpenError {
     Refused(CoachError),
     /// As many sessions as the limit (carried) are open: `503`.
     Full(usize),
+    /// The session's bytes do not fit in what the open sessions leave of
+    /// the byte budget: `503`.
+    OverBudget {
+        /// This session's bytes.
+        needed: u64,
+        /// What the open sessions hold.
+        held: u64,
+        /// The budget (`max_coaching_session_bytes`).
+        budget: u64,
+    },
 }
 
 /// One open session.
@@ -100,16 +116,53 @@ pub(crate) enum OpenError {
 struct Session {
     /// Tells sessions of the same run id apart across close and reopen.
     generation: u64,
-    config: Arc<CoachingSessionConfig>,
+    /// The configuration's compact JSON: a parsed configuration costs
+    /// about twice its text, and a coach needs it once per request.
+    config: Arc<str>,
     run_id: Arc<str>,
     active: usize,
     closing: bool,
+    /// What the session counts against the byte budget.
+    bytes: u64,
+    /// When its last request ended (or it was opened).
+    last_used: Instant,
 }
 
 #[derive(Debug, Default)]
 struct State {
     sessions: HashMap<String, Session>,
     next_generation: u64,
+    /// The sum of the sessions' `bytes`.
+    bytes: u64,
+}
+
+/// A session closed for being idle: the agent is told, as for a `DELETE`.
+#[derive(Debug)]
+pub(crate) struct Expired {
+    pub(crate) run_id: Arc<str>,
+    pub(crate) config: Arc<CoachingSessionConfig>,
+    pub(crate) idle: Duration,
+}
+
+/// What a session counts against the byte budget: its configuration's
+/// compact JSON (what the server keeps of it) and its run id, twice (the
+/// map's key and the shared id).
+fn session_bytes(run_id: &str, config_text: &str) -> u64 {
+    (config_text.len() + 2 * run_id.len()) as u64
+}
+
+/// The configuration of a session back from the compact text the registry
+/// keeps. It always reads back (the text is the server's own writing of a
+/// valid configuration, and configurations round-trip exactly); if it ever
+/// did not, the session is treated as unknown and the fault logged.
+fn reread(run_id: &str, text: &str) -> Option<Arc<CoachingSessionConfig>> {
+    match CoachingSessionConfig::from_slice(text.as_bytes()) {
+        Ok(config) => Some(Arc::new(config)),
+        Err(e) => {
+            tracing::error!(run_id, error = %e, "a kept coaching session configuration does not read back");
+            None
+        }
+    }
 }
 
 /// The server's coaching sessions.
@@ -117,6 +170,10 @@ struct State {
 pub(crate) struct Sessions {
     /// Sessions open at once, at most (`--max-coaching-sessions`).
     max: usize,
+    /// Bytes all sessions may hold (`--max-coaching-session-bytes`).
+    max_bytes: u64,
+    /// Closed when idle this long (`--coaching-session-idle-secs`).
+    idle: Option<Duration>,
     state: Mutex<State>,
     /// Woken on every change of a session's `active` count or presence.
     changed: Notify,
@@ -137,27 +194,26 @@ pub(crate) struct Held<'a> {
 
 impl Drop for Held<'_> {
     fn drop(&mut self) {
-        let mut state = self.sessions.lock();
-        if let Some(s) = state.sessions.get_mut(&self.run_id)
-            && s.generation == self.generation
-        {
-            s.active -= 1;
-        }
-        drop(state);
-        self.sessions.changed.notify_waiters();
+        self.sessions.release(&self.run_id, self.generation);
     }
 }
 
 impl Default for Sessions {
     fn default() -> Self {
-        Sessions::new(crate::Config::DEFAULT_MAX_COACHING_SESSIONS)
+        Sessions::new(
+            crate::Config::DEFAULT_MAX_COACHING_SESSIONS,
+            crate::Config::DEFAULT_MAX_COACHING_SESSION_BYTES,
+            Some(crate::Config::DEFAULT_COACHING_SESSION_IDLE_TIMEOUT),
+        )
     }
 }
 
 impl Sessions {
-    pub(crate) fn new(max: usize) -> Sessions {
+    pub(crate) fn new(max: usize, max_bytes: u64, idle: Option<Duration>) -> Sessions {
         Sessions {
             max,
+            max_bytes,
+            idle,
             state: Mutex::default(),
             changed: Notify::new(),
             opening: tokio::sync::Mutex::new(()),
@@ -181,14 +237,35 @@ impl Sessions {
         Fut: Future<Output = Result<(), CoachError>>,
     {
         let _opening = self.opening.lock().await;
-        if let Some(existing) = self.lock().sessions.get(run_id) {
-            return match !existing.closing && *existing.config == config {
-                true => Ok(()),
-                false => Err(OpenError::Conflict),
-            };
+        let existing = self
+            .lock()
+            .sessions
+            .get(run_id)
+            .map(|s| (s.closing, Arc::clone(&s.config)));
+        if let Some((closing, text)) = existing {
+            // The reference's `==` on configurations (backends in any order,
+            // `30` and `30.0` alike), not a comparison of texts.
+            let same = !closing && reread(run_id, &text).is_some_and(|kept| *kept == config);
+            if !same {
+                return Err(OpenError::Conflict);
+            }
+            if let Some(s) = self.lock().sessions.get_mut(run_id) {
+                s.last_used = Instant::now();
+            }
+            return Ok(());
         }
         if self.lock().sessions.len() >= self.max {
             return Err(OpenError::Full(self.max));
+        }
+        let text: Arc<str> = Arc::from(config.to_json_string());
+        let needed = session_bytes(run_id, &text);
+        let held = self.lock().bytes;
+        if held.saturating_add(needed) > self.max_bytes {
+            return Err(OpenError::OverBudget {
+                needed,
+                held,
+                budget: self.max_bytes,
+            });
         }
         let config = Arc::new(config);
         let shared_id: Arc<str> = Arc::from(run_id);
@@ -198,32 +275,107 @@ impl Sessions {
         let mut state = self.lock();
         let generation = state.next_generation;
         state.next_generation += 1;
+        state.bytes += needed;
         state.sessions.insert(
             run_id.to_owned(),
             Session {
                 generation,
-                config,
+                config: text,
                 run_id: shared_id,
                 active: 0,
                 closing: false,
+                bytes: needed,
+                last_used: Instant::now(),
             },
         );
         Ok(())
     }
 
+    /// Removes the sessions idle for the idle timeout at `now` (no request
+    /// in flight, not closing) and returns them, for the agent to release.
+    pub(crate) fn take_expired(&self, now: Instant) -> Vec<Expired> {
+        let Some(idle) = self.idle else {
+            return Vec::new();
+        };
+        let mut state = self.lock();
+        let gone: Vec<String> = state
+            .sessions
+            .iter()
+            .filter(|(_, s)| {
+                s.active == 0 && !s.closing && now.saturating_duration_since(s.last_used) >= idle
+            })
+            .map(|(id, _)| id.clone())
+            .collect();
+        let mut out = Vec::with_capacity(gone.len());
+        for id in gone {
+            if let Some(s) = state.sessions.remove(&id) {
+                state.bytes -= s.bytes;
+                out.push((
+                    s.run_id,
+                    s.config,
+                    now.saturating_duration_since(s.last_used),
+                ));
+            }
+        }
+        drop(state);
+        let out: Vec<Expired> = out
+            .into_iter()
+            .filter_map(|(run_id, text, idle)| {
+                let config = reread(&run_id, &text)?;
+                Some(Expired {
+                    run_id,
+                    config,
+                    idle,
+                })
+            })
+            .collect();
+        if !out.is_empty() {
+            self.changed.notify_waiters();
+        }
+        out
+    }
+
+    /// How often to look for idle sessions: a quarter of the idle timeout,
+    /// between 1 s and 60 s; `None` without one.
+    pub(crate) fn sweep_period(&self) -> Option<Duration> {
+        self.idle
+            .map(|idle| (idle / 4).clamp(Duration::from_secs(1), Duration::from_secs(60)))
+    }
+
     /// A hold on the open session `run_id`, or `None` when it is unknown
     /// or closing (`404`).
     pub(crate) fn hold(&self, run_id: &str) -> Option<Held<'_>> {
-        let mut state = self.lock();
-        let s = state.sessions.get_mut(run_id).filter(|s| !s.closing)?;
-        s.active += 1;
+        let (generation, text, session_run_id) = {
+            let mut state = self.lock();
+            let s = state.sessions.get_mut(run_id).filter(|s| !s.closing)?;
+            s.active += 1;
+            (s.generation, Arc::clone(&s.config), Arc::clone(&s.run_id))
+        };
+        // Counted under the lock, so the session's DELETE waits from now on.
+        let Some(config) = reread(run_id, &text) else {
+            self.release(run_id, generation);
+            return None;
+        };
         Some(Held {
             sessions: self,
             run_id: run_id.to_owned(),
-            generation: s.generation,
-            config: Arc::clone(&s.config),
-            session_run_id: Arc::clone(&s.run_id),
+            generation,
+            config,
+            session_run_id,
         })
+    }
+
+    /// Gives back a request's count on its session (and marks it used).
+    fn release(&self, run_id: &str, generation: u64) {
+        let mut state = self.lock();
+        if let Some(s) = state.sessions.get_mut(run_id)
+            && s.generation == generation
+        {
+            s.active -= 1;
+            s.last_used = Instant::now();
+        }
+        drop(state);
+        self.changed.notify_waiters();
     }
 
     /// Waits until `done` holds for the state, re-checking after every change.
@@ -270,6 +422,7 @@ impl Sessions {
                 .await;
             return;
         }
+        let config = reread(run_id, &config);
         // Whatever happens to this future now (a client that goes away), the
         // session must not stay closing forever: the removal is in a guard.
         let remove = Remove {
@@ -279,7 +432,9 @@ impl Sessions {
         };
         self.wait_until(|state| this(state, run_id, generation).is_none_or(|s| s.active == 0))
             .await;
-        close(shared_id, config).await;
+        if let Some(config) = config {
+            close(shared_id, config).await;
+        }
         drop(remove);
     }
 }
@@ -306,8 +461,9 @@ impl Drop for Remove<'_> {
             .sessions
             .get(self.run_id)
             .is_some_and(|s| s.generation == self.generation)
+            && let Some(s) = state.sessions.remove(self.run_id)
         {
-            state.sessions.remove(self.run_id);
+            state.bytes -= s.bytes;
         }
         drop(state);
         self.sessions.changed.notify_waiters();

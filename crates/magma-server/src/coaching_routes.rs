@@ -62,6 +62,39 @@ pub(crate) fn run_id(segment: &str) -> Option<String> {
     percent_decode(segment).filter(|id| !id.is_empty())
 }
 
+/// Closes the sessions idle for the idle timeout, as a `DELETE` would: the
+/// agent releases each; each is logged and counted. Run before every
+/// coaching route and every few seconds by the server.
+pub(crate) async fn expire_idle<A: Agent>(shared: &Shared<A>) {
+    let expired = shared.sessions.take_expired(std::time::Instant::now());
+    if expired.is_empty() {
+        return;
+    }
+    let coach = !shared.agent.coaching_kinds().is_empty();
+    for e in expired {
+        tracing::warn!(
+            run_id = %e.run_id,
+            idle_secs = e.idle.as_secs(),
+            "coaching session closed after going without a request for the idle timeout \
+             (--coaching-session-idle-secs); its run never sent DELETE"
+        );
+        #[cfg(feature = "metrics")]
+        if let Some(m) = &shared.metrics {
+            m.coaching_session_expired();
+        }
+        if coach {
+            let closed = shared.agent.close_coaching_session(&e.run_id, &e.config);
+            if let Err(payload) = CatchUnwind::new(closed).await {
+                tracing::error!(
+                    run_id = %e.run_id,
+                    panic = panic_message(&*payload),
+                    "the agent panicked closing an idle coaching session; it is removed"
+                );
+            }
+        }
+    }
+}
+
 /// `PUT` or `DELETE /v1/coaching/sessions/{segment}`.
 pub(crate) async fn session<A, B>(shared: &Shared<A>, req: Request<B>, segment: &str) -> Reply
 where
@@ -69,6 +102,7 @@ where
     B: Body<Data = Bytes>,
     B::Error: Into<BoxError>,
 {
+    expire_idle(shared).await;
     let Some(run_id) = run_id(segment) else {
         return Reply::new(detail(StatusCode::NOT_FOUND, "Not Found"));
     };
@@ -127,6 +161,25 @@ where
     match opened {
         Ok(()) => Reply::new(no_content()),
         Err(OpenError::Conflict) => Reply::new(detail(StatusCode::CONFLICT, CONFLICT)),
+        Err(OpenError::OverBudget {
+            needed,
+            held,
+            budget,
+        }) => {
+            tracing::warn!(
+                run_id = %run_id,
+                needed,
+                held,
+                budget,
+                "coaching session byte budget reached; answered 503"
+            );
+            let msg = format!(
+                "Service Unavailable: this session's configuration takes {needed} bytes and the \
+                 open coaching sessions hold {held} of their {budget}-byte budget \
+                 (--max-coaching-session-bytes); close finished sessions (DELETE) and retry"
+            );
+            Reply::new(detail(StatusCode::SERVICE_UNAVAILABLE, &msg))
+        }
         Err(OpenError::Full(max)) => {
             tracing::warn!(max, "coaching session limit reached; answered 503");
             let msg = format!(
@@ -164,6 +217,7 @@ where
     };
     let id = truncate(request.request_id().to_owned());
     ids.set_body(&id);
+    expire_idle(shared).await;
     let Some(held) = shared.sessions.hold(request.run_id()) else {
         return Reply::new(detail(StatusCode::NOT_FOUND, UNKNOWN));
     };

@@ -76,6 +76,18 @@ pub struct Config {
     /// Coaching sessions open at once, at most (default 1024). A `PUT` of a
     /// new session beyond it is answered `503` with a JSON `detail`.
     pub max_coaching_sessions: usize,
+    /// Bytes all open coaching sessions may hold together (default 64 MiB):
+    /// each session counts its configuration's compact JSON length and its
+    /// run id. A `PUT` of a new session that does not fit is answered `503`
+    /// with a JSON `detail`. At least `max_body_bytes`, so that one session
+    /// of the largest accepted body fits.
+    pub max_coaching_session_bytes: u64,
+    /// How long a coaching session may go without a request before it is
+    /// closed as if `DELETE`d (default 1 hour; `None`: never). A run that
+    /// crashed never sends its `DELETE`; its session would otherwise stay
+    /// for the life of the process. A session with a request in flight is
+    /// never idle.
+    pub coaching_session_idle_timeout: Option<Duration>,
     /// Time allowed for an inference, including the wait for a slot
     /// (default: none). When it runs out the agent's work is dropped and the
     /// client gets `504` with a JSON `detail`.
@@ -129,6 +141,10 @@ impl Config {
     pub const DEFAULT_MAX_TOTAL_BODY_BYTES: u64 = 256 * 1024 * 1024;
     /// Default [`max_coaching_sessions`](Config::max_coaching_sessions): 1024.
     pub const DEFAULT_MAX_COACHING_SESSIONS: usize = 1024;
+    /// Default [`max_coaching_session_bytes`](Config::max_coaching_session_bytes): 64 MiB.
+    pub const DEFAULT_MAX_COACHING_SESSION_BYTES: u64 = 64 * 1024 * 1024;
+    /// Default [`coaching_session_idle_timeout`](Config::coaching_session_idle_timeout): 1 hour.
+    pub const DEFAULT_COACHING_SESSION_IDLE_TIMEOUT: Duration = Duration::from_secs(3600);
     /// Default [`shutdown_grace`](Config::shutdown_grace): 30 s.
     pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
     /// Default [`tls_handshake_timeout`](Config::tls_handshake_timeout): 10 s.
@@ -181,6 +197,15 @@ impl Config {
         if self.max_coaching_sessions == 0 {
             return bad("max_coaching_sessions must be at least 1");
         }
+        if self.max_coaching_session_bytes < self.max_body_bytes {
+            return bad(
+                "max_coaching_session_bytes must be at least max_body_bytes, so that a session \
+                 of the largest accepted body fits",
+            );
+        }
+        if self.coaching_session_idle_timeout == Some(Duration::ZERO) {
+            return bad("coaching_session_idle_timeout must be above zero (None: never)");
+        }
         if self.max_candidates == 0 {
             return bad("max_candidates must be at least 1");
         }
@@ -218,6 +243,8 @@ impl Default for Config {
             max_response_bytes: Config::DEFAULT_MAX_RESPONSE_BYTES,
             max_total_body_bytes: Config::DEFAULT_MAX_TOTAL_BODY_BYTES,
             max_coaching_sessions: Config::DEFAULT_MAX_COACHING_SESSIONS,
+            max_coaching_session_bytes: Config::DEFAULT_MAX_COACHING_SESSION_BYTES,
+            coaching_session_idle_timeout: Some(Config::DEFAULT_COACHING_SESSION_IDLE_TIMEOUT),
             inference_timeout: None,
             shutdown_grace: Config::DEFAULT_SHUTDOWN_GRACE,
             path_prefix: None,

@@ -8,7 +8,7 @@ use magma_protocol::coaching::{
 };
 use magma_protocol::{
     AgentDecision, AgentError, AgentInfo, AgentInput, AgentRequest, Candidate, InstructionType,
-    Json, NonEmptyString, Object, ToolCall, json,
+    Json, NonEmptyString, Object, ToolCall,
 };
 
 use crate::RequestContext;
@@ -18,7 +18,7 @@ use crate::coaching::{CoachError, CoachingContext};
 /// A deterministic agent for trying clients, proxies and deployments without
 /// a model.
 ///
-/// For each input, every candidate is the same:
+/// For each input, candidate 0 is:
 ///
 /// - a `user` instruction is answered `say: "echo: <content>"`;
 /// - an `env` instruction, when the input has tools and
@@ -33,6 +33,16 @@ use crate::coaching::{CoachError, CoachingContext};
 /// - `extra_keys.delay_ms` (an integer from 0 to
 ///   [`MAX_DELAY_MS`](DemoAgent::MAX_DELAY_MS)) waits that long first, as a
 ///   slow model would, without blocking a thread.
+///
+/// The other candidates behave like a sampling model's. With
+/// `extra_keys.inference_mode: true` (BENCH's deterministic decoding), and
+/// for error and coached answers, every candidate is candidate 0. Otherwise
+/// (GEN's branches) candidate `k` (from 1) is another branch, with
+/// candidate 0's memory: `say: "echo: <content> (branch k)"`, or for an
+/// `env` instruction with tools and known robots a call of the `k`-th
+/// (tool, robot) pair, tools varying first (pair 0 being candidate 0's
+/// call). The answer depends on the request alone: the same request is
+/// answered the same, whatever came before or runs beside it.
 ///
 /// A `delay_ms` or `memory.steps` of the wrong type or range is rejected
 /// with `422 {"detail": "..."}`, which shows an agent-specific rejection.
@@ -59,20 +69,31 @@ use crate::coaching::{CoachError, CoachingContext};
 ///   `{"kind": "replace_say", "text": T}` is answered `say: T`, and one
 ///   whose payload is `{"kind": "replace_decision", "decision": D}` is
 ///   answered with exactly `D` (its say or its tool calls), without looking
-///   at the instruction; memory as above. Any other payload gives an
-///   `error` candidate with code `invalid_output`, the reason as message
-///   and the input memory unchanged.
+///   at the instruction; memory as above. Any other payload (another kind,
+///   or one that does not read, such as the wrapped `{"coaching": {...}}`)
+///   gives an `error` candidate with code `invalid_output`, the reason as
+///   message and the input memory unchanged.
 /// - **the coach** (`POST /v1/coaching`) answers `corrected` with one
-///   proposal per reinjection point, each
-///   `{"coaching": {"kind": "replace_say", "text": T}}`, where `T` is, for
-///   `format`, the demo's own well-formed answer to the point's input
-///   (`echo: <content>`), and for `failure` and `suboptimal` the
-///   diagnosis' `expected_decision`, else the stage's `hint`. Without
-///   either it answers `abandoned` with the reason.
+///   proposal per reinjection point, whose `extra_keys` is the payload
+///   itself (GEN re-injects it as `extra_keys.coaching`, see
+///   [`CoachingProposal`]): for `format`, `{"kind": "replace_decision",
+///   "decision": D}` with `D` the demo's own well-formed answer to the
+///   point's input (as above: a tool call for an `env` input with tools and
+///   robots, else `echo: <content>`); for `failure` and `suboptimal`,
+///   `{"kind": "replace_say", "text": T}` with `T` the diagnosis'
+///   `expected_decision`, else the stage's `hint`. Without either it answers
+///   `abandoned` with the reason. Re-injected, every proposal is answered
+///   with exactly the decision it asks for (the `coaching_resume` rule above).
 ///   `additional_info.delay_ms` (0 to [`MAX_DELAY_MS`](DemoAgent::MAX_DELAY_MS))
 ///   waits first, as a slow coach would; another value answers
 ///   `status: "error"`. Each answer records one log (`# Demo coach ...`),
 ///   returned when the session has `capture_logs: true`.
+///
+/// What this gives in the real programs: BENCH ends an episode whose stage
+/// needs an action `textual_hallucination` (the demo echoes the user), and a
+/// `failure` repair that only says is rejected again by GEN on such a stage;
+/// `format` repairs re-inject the demo's own answer. The demo shows the
+/// wire, not a policy.
 #[derive(Debug, Clone)]
 pub struct DemoAgent {
     info: AgentInfo,
@@ -118,6 +139,10 @@ impl Default for DemoAgent {
 impl Agent for DemoAgent {
     fn info(&self) -> AgentInfo {
         self.info.clone()
+    }
+
+    fn exporter(&self) -> Option<&dyn crate::Exporter> {
+        Some(&DemoExporter)
     }
 
     async fn respond(&self, input: &AgentInput) -> Result<Vec<Candidate>, Rejection> {
@@ -227,23 +252,18 @@ fn demo_coach(
     };
     let mut proposals = Vec::with_capacity(request.reinjection_points().len());
     for point in request.reinjection_points() {
-        let text = match &text {
-            Some(text) => text.clone(),
-            None => {
-                let input = request.point_input(point);
-                match input {
-                    Some(input) => format!("echo: {}", input.instruction.content),
-                    None => {
-                        let reason =
-                            format!("reinjection point `{}` has no input to answer", point.id());
-                        return Ok(SpecializedCoachingResponse::abandoned(id, reason)?);
-                    }
+        let payload = match &text {
+            Some(text) => CoachingPayload::replace_say(text.as_str())?,
+            None => match request.point_input(point) {
+                Some(input) => CoachingPayload::replace_decision(decide(input))?,
+                None => {
+                    let reason =
+                        format!("reinjection point `{}` has no input to answer", point.id());
+                    return Ok(SpecializedCoachingResponse::abandoned(id, reason)?);
                 }
-            }
+            },
         };
-        let mut extra_keys = Object::new();
-        extra_keys.insert("coaching", json!({"kind": "replace_say", "text": text}));
-        proposals.push(CoachingProposal::new(point.id(), extra_keys));
+        proposals.push(CoachingProposal::new(point.id(), payload));
     }
     if proposals.is_empty() {
         let reason = "the request has no reinjection point to propose a correction for";
@@ -258,12 +278,13 @@ fn coached(payload: &Json) -> Result<AgentDecision, AgentError> {
     match CoachingPayload::from_json(payload) {
         Ok(CoachingPayload::ReplaceSay(say)) => Ok(AgentDecision::say(say.text.as_str())),
         Ok(CoachingPayload::ReplaceDecision(decision)) => Ok(decision),
-        // A payload kind this crate does not know yet.
+        // An agent's own kind (the demo has none), or one this crate does
+        // not know yet.
         Ok(other) => Err(AgentError::new(
             "invalid_output",
             format!(
-                "unsupported coaching payload {}",
-                Json::Object(other.to_object())
+                "the demo agent takes replace_say and replace_decision payloads, not `{}`",
+                other.kind()
             ),
         )
         .with_component("demo")),
@@ -328,12 +349,57 @@ fn answer(input: &AgentInput, steps: u64, resume: bool) -> Vec<Candidate> {
         memory.insert("steps", Json::from(steps + 1));
         Candidate::new(memory, decide(input))
     };
-    // `n` is at most the server's max_candidates; the last candidate
-    // takes the original instead of a copy.
+    // `n` is at most the server's max_candidates.
     let mut out = Vec::with_capacity(usize::try_from(n).unwrap_or(1));
+    let sampling = payload.is_none() && content != "__error__" && !inference_mode(input);
+    if sampling && n > 1 {
+        // Candidates 1.. are other branches, with candidate 0's memory.
+        out.extend((1..n).map(|k| Candidate::new(candidate.memory.clone(), branch(input, k))));
+        out.insert(0, candidate);
+        return out;
+    }
+    // Every candidate the same; the last takes the original, not a copy.
     out.extend((1..n).map(|_| candidate.clone()));
     out.push(candidate);
     out
+}
+
+/// `extra_keys.inference_mode` is `true` (BENCH's deterministic decoding).
+fn inference_mode(input: &AgentInput) -> bool {
+    matches!(
+        input.extra_keys.get("inference_mode"),
+        Some(Json::Bool(true))
+    )
+}
+
+/// Branch `k` (1 or more) of a sampling answer: a `user` instruction (or
+/// an `env` one the demo cannot act on) says `echo: <content> (branch k)`;
+/// an `env` instruction with tools and known robots calls the `k`-th pair
+/// of (tool, robot), tools varying first, counting candidate 0's pair
+/// (the first tool on the first robot) as pair 0.
+fn branch(input: &AgentInput, k: u64) -> AgentDecision {
+    let echo = || AgentDecision::say(format!("echo: {} (branch {k})", input.instruction.content));
+    if input.instruction.kind != InstructionType::Env {
+        return echo();
+    }
+    let robots: Vec<NonEmptyString> = match input.attributes.get("known_robots") {
+        Some(Json::Array(robots)) => robots
+            .iter()
+            .map_while(|r| r.as_str().and_then(NonEmptyString::new))
+            .collect(),
+        _ => Vec::new(),
+    };
+    let tools: Vec<NonEmptyString> = input.tools.iter().map_while(tool_name).collect();
+    if robots.is_empty() || tools.is_empty() {
+        return echo();
+    }
+    let pairs = (tools.len() * robots.len()) as u64;
+    let pair = usize::try_from(k % pairs).unwrap_or(0);
+    AgentDecision::call(vec![ToolCall {
+        name: tools[pair % tools.len()].clone(),
+        arguments: Object::new(),
+        target_robot_name: robots[pair / tools.len()].clone(),
+    }])
 }
 
 fn decide(input: &AgentInput) -> AgentDecision {
@@ -475,6 +541,48 @@ mod tests {
         assert_eq!(start.elapsed(), Duration::ZERO, "rejected before any wait");
     }
 
+    /// Branches differ when sampling; with inference_mode every candidate
+    /// is candidate 0, which is the same in both modes.
+    #[tokio::test]
+    async fn candidates_sample_unless_inference_mode() {
+        let agent = DemoAgent::new();
+        let mut env = AgentInput::new(0, AgentInstruction::env("{}"));
+        env.tools = vec![obj(json!({"name": "press"})), obj(json!({"name": "go"}))];
+        env.attributes = obj(json!({"known_robots": ["panda", "rover"]}));
+        env.num_outputs = std::num::NonZeroU64::new(4).unwrap(); // 2 tools x 2 robots
+        let mut user = AgentInput::new(1, AgentInstruction::user("hi"));
+        user.num_outputs = std::num::NonZeroU64::new(3).unwrap();
+        for input in [env, user] {
+            let sampled = agent.respond(&input).await.unwrap();
+            let mut deterministic = input.clone();
+            deterministic
+                .extra_keys
+                .insert("inference_mode", Json::Bool(true));
+            let same = agent.respond(&deterministic).await.unwrap();
+            assert_eq!(sampled[0], same[0]);
+            assert!(same.iter().all(|c| *c == same[0]));
+            assert!(sampled.iter().all(|c| c.memory == sampled[0].memory));
+            for (i, a) in sampled.iter().enumerate() {
+                for b in &sampled[i + 1..] {
+                    assert_ne!(a.outcome, b.outcome, "{sampled:?}");
+                }
+            }
+            assert_eq!(agent.respond(&input).await.unwrap(), sampled);
+        }
+        let user = agent
+            .respond(&{
+                let mut i = AgentInput::new(0, AgentInstruction::user("hi"));
+                i.num_outputs = std::num::NonZeroU64::new(2).unwrap();
+                i
+            })
+            .await
+            .unwrap();
+        assert_eq!(
+            user[1].outcome,
+            Outcome::Completed(AgentDecision::say("echo: hi (branch 1)"))
+        );
+    }
+
     #[test]
     fn bad_delays_and_steps_are_rejected() {
         assert_eq!(delay_ms(&obj(json!({}))).unwrap(), 0);
@@ -490,4 +598,141 @@ mod tests {
         assert!(steps(&obj(json!({"steps": "4"}))).is_err());
         assert!(steps(&obj(json!({"steps": 18446744073709551615u64}))).is_err());
     }
+}
+
+// ---------------------------------------------------------------------------
+// Dataset export
+
+/// The demo agent's dataset exporter, run by `magma-server export` (see
+/// [`Exporter`](crate::Exporter)). Each example with a decision gives:
+///
+/// - one record in dataset `chat` (file `chat.json`): `{"example_id",
+///   "messages", "tools"}` where `messages` is a system message made of the
+///   input's `memory.memory_list` strings (one per line; omitted when there
+///   are none), the instruction as a `user` message (`env` instructions are
+///   prefixed `[env] `), and the decision as the `assistant` message: its
+///   `say` as `content` and its tool calls as `tool_calls` (`{"name",
+///   "target_robot_name", "arguments"}`); `tools` are the input's tools;
+/// - one record in dataset `internal_steps` (file `internal_steps.json`)
+///   per record of the candidate's `internal_steps` that has the
+///   [`InternalStep`](magma_protocol::InternalStep) shape: `{"example_id",
+///   "component", "origin", "prompt", "completion"}`; records of another
+///   shape are left out.
+///
+/// An example without a decision is `skipped`. For tests of the export
+/// path, an instruction content of `__export_panic__` makes the exporter
+/// panic and one of `__export_abort__` makes the process abort; both are
+/// reported by the caller as an `error` result for that example.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DemoExporter;
+
+impl crate::Exporter for DemoExporter {
+    fn filenames(&self) -> Vec<(String, String)> {
+        vec![
+            ("chat".to_owned(), "chat.json".to_owned()),
+            (
+                "internal_steps".to_owned(),
+                "internal_steps.json".to_owned(),
+            ),
+        ]
+    }
+
+    fn export_example(
+        &self,
+        example: &magma_protocol::export::ExportExample,
+        _options: &Object,
+    ) -> magma_protocol::export::ExportResult {
+        use magma_protocol::export::{ExportRecord, ExportResult};
+        let id = &example.example_id;
+        let content = example.input.instruction.content.as_str();
+        match content {
+            "__export_panic__" => panic!("demo exporter: asked to panic on {id}"),
+            "__export_abort__" => std::process::abort(),
+            _ => {}
+        }
+        let Some(decision) = example.candidate.decision() else {
+            return ExportResult::skipped(id, "the candidate has no decision")
+                .unwrap_or_else(|e| ExportResult::failed(id, e.to_string()));
+        };
+        let mut messages = Vec::with_capacity(3);
+        let rules: Vec<&str> = example
+            .input
+            .memory_list()
+            .unwrap_or_default()
+            .iter()
+            .filter_map(Json::as_str)
+            .collect();
+        if !rules.is_empty() {
+            messages.push(message("system", Json::from(rules.join("\n"))));
+        }
+        let user = match example.input.instruction.kind {
+            InstructionType::Env => format!("[env] {content}"),
+            _ => content.to_owned(),
+        };
+        messages.push(message("user", Json::String(user)));
+        let mut assistant = message("assistant", Json::from(decision.say.as_str()));
+        if let Json::Object(o) = &mut assistant {
+            let calls: Vec<Json> = decision
+                .tool_calls
+                .iter()
+                .map(|call| {
+                    let mut c = Object::with_capacity(3);
+                    c.insert("name", Json::from(call.name.as_str()));
+                    c.insert(
+                        "target_robot_name",
+                        Json::from(call.target_robot_name.as_str()),
+                    );
+                    c.insert("arguments", Json::Object(call.arguments.clone()));
+                    Json::Object(c)
+                })
+                .collect();
+            o.insert("tool_calls", Json::Array(calls));
+        }
+        messages.push(assistant);
+        let mut chat = Object::with_capacity(3);
+        chat.insert("example_id", Json::from(id.as_str()));
+        chat.insert("messages", Json::Array(messages));
+        chat.insert(
+            "tools",
+            Json::Array(
+                example
+                    .input
+                    .tools
+                    .iter()
+                    .cloned()
+                    .map(Json::Object)
+                    .collect(),
+            ),
+        );
+        let mut records = Vec::with_capacity(1 + example.candidate.internal_steps.len());
+        match ExportRecord::new(format!("{id}:chat"), "chat", chat) {
+            Ok(r) => records.push(r),
+            Err(e) => return ExportResult::failed(id, e.to_string()),
+        }
+        for (n, step) in example.candidate.internal_steps.iter().enumerate() {
+            let Ok(step) = magma_protocol::InternalStep::from_json(Json::Object(step.clone()))
+            else {
+                continue;
+            };
+            let mut data = Object::with_capacity(5);
+            data.insert("example_id", Json::from(id.as_str()));
+            data.insert("component", Json::String(step.component));
+            data.insert("origin", Json::from(step.origin.as_str()));
+            data.insert("prompt", Json::String(step.full_prompt));
+            data.insert("completion", Json::String(step.output_raw));
+            match ExportRecord::new(format!("{id}:step:{n}"), "internal_steps", data) {
+                Ok(r) => records.push(r),
+                Err(e) => return ExportResult::failed(id, e.to_string()),
+            }
+        }
+        ExportResult::exported(id, records)
+            .unwrap_or_else(|e| ExportResult::failed(id, e.to_string()))
+    }
+}
+
+fn message(role: &str, content: Json) -> Json {
+    let mut o = Object::with_capacity(3);
+    o.insert("role", Json::from(role));
+    o.insert("content", content);
+    Json::Object(o)
 }

@@ -49,6 +49,8 @@ pub(crate) struct Shared<A> {
     openapi: Bytes,
     #[cfg(feature = "metrics")]
     pub(crate) metrics: Option<crate::Metrics>,
+    /// The rate limit of the error-candidate warnings.
+    error_candidates: crate::candidate_errors::ErrorCandidateLog,
 }
 
 /// The OpenAPI document of the contract, as `cargo xtask codegen` writes it.
@@ -96,9 +98,14 @@ impl<A> Shared<A> {
             max_response_bytes: config.max_response_bytes,
             inference_timeout: config.inference_timeout,
             inferences: Semaphore::new(config.max_concurrent_inferences),
-            sessions: Sessions::new(config.max_coaching_sessions),
+            sessions: Sessions::new(
+                config.max_coaching_sessions,
+                config.max_coaching_session_bytes,
+                config.coaching_session_idle_timeout,
+            ),
             body_budget: limits::BodyBudget::new(config.max_total_body_bytes),
             trusted_proxies: config.trusted_proxies.clone(),
+            error_candidates: crate::candidate_errors::ErrorCandidateLog::default(),
         }
     }
 }
@@ -920,14 +927,33 @@ where
     match AgentResponse::assemble(&request, per_input) {
         Ok(response) => {
             let n = response.len();
+            let by_code = crate::candidate_errors::by_code(&response);
             #[cfg(feature = "metrics")]
             if let Some(m) = &shared.metrics {
-                let errors = response
-                    .candidates()
-                    .iter()
-                    .filter(|c| c.status() == magma_protocol::CandidateStatus::Error)
-                    .count() as u64;
+                let errors: u64 = by_code.iter().map(|c| c.count).sum();
                 m.candidates(n as u64 - errors, errors);
+                for c in &by_code {
+                    m.error_candidates(c.code, c.count);
+                }
+            }
+            let now = Instant::now();
+            for c in &by_code {
+                let Some(kept_back) = shared.error_candidates.admit(c.code, c.count, now) else {
+                    continue;
+                };
+                tracing::warn!(
+                    request_id = ?id,
+                    code = c.code,
+                    count = c.count,
+                    of = n,
+                    component = c.component,
+                    message = c.first_message,
+                    kept_back,
+                    "error candidates: the agent answered {} of {n} candidates with error code {:?} (at most one such line per code every {} s; kept_back counts those since the last)",
+                    c.count,
+                    c.code,
+                    crate::candidate_errors::WARN_EVERY.as_secs()
+                );
             }
             let limit = shared.max_response_bytes;
             match limits::answer_body(response.into_candidates(), limit, answer_share).await {

@@ -4,18 +4,21 @@
 #![cfg_attr(
     not(feature = "cli"),
     doc = "A server for MAGMA agents (Agent HTTP Contract, protocol 2.0): implement [`Agent`], \
-           then [`Server::bind`] and [`Server::serve`]."
+           then [`Server::bind`] and [`Server::serve`]. An agent with a coach also serves GEN's \
+           coaching extension: implement [`Agent::coaching_kinds`] and [`Agent::coach`]."
 )]
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod agent;
+mod candidate_errors;
 mod coaching;
 mod coaching_routes;
 mod config;
 mod context;
 pub mod demo;
 mod error;
+pub mod export;
 mod forwarded;
 mod handler;
 mod limits;
@@ -30,6 +33,8 @@ mod unwind;
 pub mod cli;
 
 #[cfg(feature = "tls")]
+mod crypto;
+#[cfg(feature = "tls")]
 mod tls;
 
 pub use agent::{Agent, Readiness, ReadyFlag, Rejection};
@@ -37,6 +42,7 @@ pub use coaching::{CoachError, CoachingContext};
 pub use config::Config;
 pub use context::RequestContext;
 pub use error::Error;
+pub use export::Exporter;
 pub use forwarded::{TrustedProxy, TrustedProxyError};
 pub use server::Server;
 pub use service::MagmaService;

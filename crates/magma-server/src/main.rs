@@ -3,6 +3,7 @@
 use std::process::ExitCode;
 
 use clap::{CommandFactory, FromArgMatches};
+use magma_server::Agent;
 use magma_server::cli::{ServerArgs, run_with, version_string};
 use magma_server::demo::DemoAgent;
 
@@ -15,6 +16,10 @@ use magma_server::demo::DemoAgent;
 /// `--no-coaching`: `extra_keys.coaching` payloads (`replace_say`, `replace_decision`) are
 /// applied, and a demo coach answers `failure`, `suboptimal` and `format` requests on
 /// `/v1/coaching` (`additional_info.delay_ms` imitates a slow coach).
+///
+/// `magma-server export` runs the demo agent's dataset exporter instead of serving: GEN's
+/// export examples as JSON lines on standard input, results on standard output
+/// (`magma-server export --help`).
 #[derive(Debug, clap::Parser)]
 #[command(name = "magma-server", after_help = magma_server::cli::AFTER_HELP)]
 struct Cli {
@@ -34,9 +39,18 @@ struct Cli {
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
+    // `magma-server export`: the demo agent's dataset exporter, no server.
+    let demo = DemoAgent::new();
+    if let Some(args) = magma_server::cli::export_invocation(&demo.info()) {
+        return magma_server::cli::run_export(&demo, &args);
+    }
     // `--version` says which features this build has (TLS, allocator).
     let command = Cli::command().version(version_string(env!("CARGO_PKG_VERSION")));
-    let cli = Cli::from_arg_matches(&command.get_matches()).unwrap_or_else(|e| e.exit());
+    let cli = command
+        .clone()
+        .try_get_matches()
+        .and_then(|m| Cli::from_arg_matches(&m))
+        .unwrap_or_else(|e| magma_server::cli::exit_on_error(&command, e));
     let agent = match cli.no_coaching {
         true => DemoAgent::new().without_coaching(),
         false => DemoAgent::new(),

@@ -128,6 +128,22 @@ impl Server {
             .as_ref()
             .map(|t| tokio_rustls::TlsAcceptor::from(t.rustls_config()));
         let shared = Arc::new(Shared::new(agent, &config));
+        // Idle coaching sessions are closed every few seconds (and before
+        // each coaching route), so a crashed run's session does not stay.
+        let sweeper = shared.sessions.sweep_period().map(|period| {
+            let weak = Arc::downgrade(&shared);
+            tokio::spawn(async move {
+                let mut tick = tokio::time::interval(period);
+                tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                loop {
+                    tick.tick().await;
+                    let Some(shared) = weak.upgrade() else {
+                        return;
+                    };
+                    crate::coaching_routes::expire_idle(&shared).await;
+                }
+            })
+        });
         let builder = Arc::new(http_builder(&config));
         let connections = Arc::new(Semaphore::new(config.max_connections));
         let (stop_tx, stop_rx) = watch::channel(false);
@@ -211,6 +227,9 @@ impl Server {
                 "shutdown grace period over; closing the remaining connections"
             );
             tasks.shutdown().await;
+        }
+        if let Some(sweeper) = sweeper {
+            sweeper.abort();
         }
         tracing::info!("shut down");
     }

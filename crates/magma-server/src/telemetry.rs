@@ -47,6 +47,8 @@ const RUNNING: &str = "magma_inferences_running";
 const WAITING: &str = "magma_inferences_waiting";
 const CANDIDATES: &str = "magma_candidates_total";
 const FAILURES: &str = "magma_inference_failures_total";
+const EXPIRED: &str = "magma_coaching_sessions_expired_total";
+const ERROR_CANDIDATES: &str = "magma_error_candidates_total";
 
 /// Latency buckets, in seconds: from half a millisecond (health, info) to
 /// the 360 s BENCH allows an inference.
@@ -70,6 +72,7 @@ const UPKEEP: Duration = Duration::from_secs(5);
 /// | `magma_inferences_running` | gauge | |
 /// | `magma_inferences_waiting` | gauge (waiting for a slot) | |
 /// | `magma_candidates_total` | counter | `status` (`completed`, `error`) |
+/// | `magma_error_candidates_total` | counter | `code` (the error candidates' `error.code`, cut to 64 characters) |
 /// | `magma_inference_failures_total` | counter | `kind` (`timeout`, `panic`, `miscount`, `rejection`, `oversized`) |
 ///
 /// Each `Metrics` has its own registry. [`install_global`](Metrics::install_global)
@@ -90,6 +93,7 @@ struct Inner {
     completed: Counter,
     errors: Counter,
     failures: [Counter; Failure::COUNT],
+    expired: Counter,
     upkeep: OnceLock<()>,
 }
 
@@ -122,6 +126,16 @@ impl Metrics {
             CANDIDATES,
             None,
             "Candidates returned in 200 answers, by status",
+        );
+        describe(
+            EXPIRED,
+            None,
+            "Coaching sessions closed for going without a request for the idle timeout",
+        );
+        describe(
+            ERROR_CANDIDATES,
+            None,
+            "Error candidates returned in 200 answers, by error code",
         );
         describe(
             FAILURES,
@@ -170,6 +184,8 @@ impl Metrics {
         let errors = recorder.register_counter(&key(CANDIDATES, &[("status", "error")]), &m);
         let failures = FAILURES_
             .map(|f| recorder.register_counter(&key(FAILURES, &[("kind", failure_label(f))]), &m));
+        let expired = recorder.register_counter(&key(EXPIRED, &[]), &m);
+        expired.increment(0);
         Metrics(Arc::new(Inner {
             requests: std::array::from_fn(|_| std::array::from_fn(|_| OnceLock::new())),
             duration,
@@ -178,6 +194,7 @@ impl Metrics {
             completed,
             errors,
             failures,
+            expired,
             recorder,
             handle,
             upkeep: OnceLock::new(),
@@ -257,8 +274,22 @@ impl Metrics {
         self.0.errors.increment(errors);
     }
 
+    /// `count` error candidates with `code`.
+    pub(crate) fn error_candidates(&self, code: &str, count: u64) {
+        let key = Key::from_parts(ERROR_CANDIDATES, vec![Label::new("code", code.to_owned())]);
+        self.0
+            .recorder
+            .register_counter(&key, &metadata())
+            .increment(count);
+    }
+
     pub(crate) fn failure(&self, failure: Failure) {
         self.0.failures[failure as usize].increment(1);
+    }
+
+    /// A coaching session was closed for going without a request.
+    pub(crate) fn coaching_session_expired(&self) {
+        self.0.expired.increment(1);
     }
 }
 

@@ -71,7 +71,26 @@ pub enum TlsError {
 }
 
 fn provider() -> Arc<CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
+    crate::crypto::provider()
+}
+
+/// A rustls refusal of a certificate and key, in words that say what the
+/// user did (rustls' own reads `keys may not be consistent: KeyMismatch`).
+fn plain_words(e: rustls::Error) -> Box<dyn std::error::Error + Send + Sync> {
+    match e {
+        rustls::Error::InconsistentKeys(rustls::InconsistentKeys::KeyMismatch) => {
+            "the private key does not belong to the certificate (its public key is not the \
+             one in the first certificate of the chain); give the key the certificate was \
+             made for"
+                .into()
+        }
+        rustls::Error::InconsistentKeys(_) => {
+            "cannot check that the private key belongs to the certificate (the key gives no \
+             public key)"
+                .into()
+        }
+        other => other.into(),
+    }
 }
 
 fn read(path: &Path) -> Result<Vec<u8>, TlsError> {
@@ -157,7 +176,7 @@ impl TlsConfig {
         };
         let mut config = builder
             .with_single_cert(chain, key)
-            .map_err(|e| TlsError::Config(e.into()))?;
+            .map_err(|e| TlsError::Config(plain_words(e)))?;
         config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
         Ok(TlsConfig {
             config: Arc::new(config),
@@ -334,6 +353,12 @@ mod tests {
         let (_, b) = TlsConfig::self_signed(dir.join("b"), &["localhost".into()], None).unwrap();
         let e = TlsConfig::from_pem_files(&a.cert, &b.key, None).unwrap_err();
         assert!(matches!(e, TlsError::Config(_)), "{e:?}");
+        assert!(
+            e.to_string()
+                .contains("the private key does not belong to the certificate"),
+            "{e}"
+        );
+        assert!(!e.to_string().contains("KeyMismatch"), "{e}");
         fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -94,8 +94,12 @@ impl Leaf {
 
 /// The ring crypto provider, as the crates use it.
 pub fn provider() -> Arc<rustls::crypto::CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
+    crypto::provider()
 }
+
+/// The crates' provider, from `magma-client`'s own file (testkit is never published).
+#[path = "../../magma-client/src/crypto.rs"]
+mod crypto;
 
 /// Every certificate of a PEM text, as a root store.
 pub fn roots(pem: &[u8]) -> RootCertStore {

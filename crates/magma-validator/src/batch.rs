@@ -7,6 +7,9 @@ use magma_protocol::coaching::{
     CoachingSessionConfig, InternalStep, ReplaceSay, SpecializedCoachingRequest,
     SpecializedCoachingResponse,
 };
+use magma_protocol::export::{
+    CandidateRecord, ExportExample, ExportRecord, ExportResult, SituationLink, SituationRecord,
+};
 use magma_protocol::{
     AgentHealth, AgentInfo, AgentRequest, AgentResponse, ErrorKind, ExchangeError, Issue, Segment,
 };
@@ -73,7 +76,9 @@ fn first_reason(e: &magma_protocol::Error) -> String {
 /// `request`), or one of the coaching documents: `coaching_request`,
 /// `coaching_response`, `coaching_session`, `internal_step`, `replace_say`
 /// and `coaching_exchange` (a reply with the `request` it answers; reason
-/// `coaching_mismatch` when `validate_request` fails).
+/// `coaching_mismatch` when `validate_request` fails), or one of the export
+/// documents: `situation_link`, `candidate_record`, `situation_record`,
+/// `export_example`, `export_record`, `export_result`.
 pub fn verdict(kind: &str, doc: &[u8], request: Option<&[u8]>) -> Verdict {
     let result = match kind {
         "request" => AgentRequest::from_slice(doc).map(drop),
@@ -85,6 +90,12 @@ pub fn verdict(kind: &str, doc: &[u8], request: Option<&[u8]>) -> Verdict {
         "coaching_session" => CoachingSessionConfig::from_slice(doc).map(drop),
         "internal_step" => InternalStep::from_slice(doc).map(drop),
         "replace_say" => ReplaceSay::from_slice(doc).map(drop),
+        "situation_link" => SituationLink::from_slice(doc).map(drop),
+        "candidate_record" => CandidateRecord::from_slice(doc).map(drop),
+        "situation_record" => SituationRecord::from_slice(doc).map(drop),
+        "export_example" => ExportExample::from_slice(doc).map(drop),
+        "export_record" => ExportRecord::from_slice(doc).map(drop),
+        "export_result" => ExportResult::from_slice(doc).map(drop),
         "coaching_exchange" => {
             let Some(request) = request else {
                 return Verdict::reject("invalid_line:missing_request");

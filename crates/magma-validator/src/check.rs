@@ -7,6 +7,9 @@ use magma_protocol::coaching::{
     CoachingSessionConfig, InternalStep, ReplaceSay, SpecializedCoachingRequest,
     SpecializedCoachingResponse,
 };
+use magma_protocol::export::{
+    CandidateRecord, ExportExample, ExportRecord, ExportResult, SituationLink, SituationRecord,
+};
 use magma_protocol::{AgentHealth, AgentInfo, AgentRequest, AgentResponse, ErrorKind, Issue};
 
 use crate::explain::{
@@ -17,7 +20,7 @@ use crate::lint;
 use crate::report::{Finding, Report, shorten};
 
 /// The documents of the contract: the four of inference, then those of the
-/// coaching extension.
+/// coaching extension, then those of local dataset export.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum DocumentKind {
     /// A `POST /v1/responses` body (`AgentRequest`).
@@ -38,11 +41,23 @@ pub enum DocumentKind {
     InternalStep,
     /// The `extra_keys` of a `replace_say` proposal (`ReplaceSay`).
     ReplaceSay,
+    /// A link from a candidate to a situation of a saved graph (`SituationLink`).
+    SituationLink,
+    /// One candidate of a saved generation graph (`CandidateRecord`).
+    CandidateRecord,
+    /// One situation file of a saved generation graph (`SituationRecord`).
+    SituationRecord,
+    /// One example GEN's export hands an exporter (`ExportExample`).
+    ExportExample,
+    /// One dataset row of an export result (`ExportRecord`).
+    ExportRecord,
+    /// What an exporter gives for one example (`ExportResult`).
+    ExportResult,
 }
 
 impl DocumentKind {
     /// Every kind, in documentation order.
-    pub const ALL: [DocumentKind; 9] = [
+    pub const ALL: [DocumentKind; 15] = [
         DocumentKind::Request,
         DocumentKind::Response,
         DocumentKind::Info,
@@ -52,11 +67,19 @@ impl DocumentKind {
         DocumentKind::CoachingSession,
         DocumentKind::InternalStep,
         DocumentKind::ReplaceSay,
+        DocumentKind::SituationLink,
+        DocumentKind::CandidateRecord,
+        DocumentKind::SituationRecord,
+        DocumentKind::ExportExample,
+        DocumentKind::ExportRecord,
+        DocumentKind::ExportResult,
     ];
 
     /// `request`, `response`, `info`, `health`, `coaching_request`,
-    /// `coaching_response`, `coaching_session`, `internal_step` or
-    /// `replace_say` (the kinds of `batch` too).
+    /// `coaching_response`, `coaching_session`, `internal_step`,
+    /// `replace_say`, `situation_link`, `candidate_record`,
+    /// `situation_record`, `export_example`, `export_record` or
+    /// `export_result` (the kinds of `batch` too).
     pub fn as_str(self) -> &'static str {
         match self {
             DocumentKind::Request => "request",
@@ -68,6 +91,12 @@ impl DocumentKind {
             DocumentKind::CoachingSession => "coaching_session",
             DocumentKind::InternalStep => "internal_step",
             DocumentKind::ReplaceSay => "replace_say",
+            DocumentKind::SituationLink => "situation_link",
+            DocumentKind::CandidateRecord => "candidate_record",
+            DocumentKind::SituationRecord => "situation_record",
+            DocumentKind::ExportExample => "export_example",
+            DocumentKind::ExportRecord => "export_record",
+            DocumentKind::ExportResult => "export_result",
         }
     }
 }
@@ -82,7 +111,9 @@ impl fmt::Display for DocumentKind {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
     "unknown document kind {0:?}: expected request, response, info, health, \
-     coaching_request, coaching_response, coaching_session, internal_step or replace_say"
+     coaching_request, coaching_response, coaching_session, internal_step, replace_say, \
+     situation_link, candidate_record, situation_record, export_example, export_record or \
+     export_result"
 )]
 pub struct UnknownKind(pub String);
 
@@ -193,11 +224,15 @@ pub fn check_document(kind: DocumentKind, bytes: &[u8]) -> Report {
             }
         }
         DocumentKind::CoachingResponse => match SpecializedCoachingResponse::from_slice(bytes) {
-            Ok(_) => report.notes.push(
-                "whether the reply answers its request (request_id, reinjection point ids) \
-                 needs the request: give it with --request (or use `exchange --coaching`)"
-                    .to_owned(),
-            ),
+            Ok(response) => {
+                report.findings.extend(lint::coaching_response(&response));
+                report.notes.push(
+                    "whether the reply answers its request (request_id, reinjection point \
+                     ids) needs the request: give it with --request (or use `exchange \
+                     --coaching`)"
+                        .to_owned(),
+                );
+            }
             Err(e) => report.findings.extend(issue_findings(kind, &e)),
         },
         DocumentKind::CoachingSession => {
@@ -215,10 +250,98 @@ pub fn check_document(kind: DocumentKind, bytes: &[u8]) -> Report {
                 report.findings.extend(issue_findings(kind, &e));
             }
         }
+        DocumentKind::SituationLink => {
+            if let Err(e) = SituationLink::from_slice(bytes) {
+                report.findings.extend(issue_findings(kind, &e));
+            }
+        }
+        DocumentKind::CandidateRecord => {
+            if let Err(e) = CandidateRecord::from_slice(bytes) {
+                report.findings.extend(issue_findings(kind, &e));
+            }
+        }
+        DocumentKind::SituationRecord => {
+            if let Err(e) = SituationRecord::from_slice(bytes) {
+                report.findings.extend(issue_findings(kind, &e));
+            }
+        }
+        DocumentKind::ExportExample => {
+            if let Err(e) = ExportExample::from_slice(bytes) {
+                report.findings.extend(issue_findings(kind, &e));
+            }
+        }
+        DocumentKind::ExportRecord => {
+            if let Err(e) = ExportRecord::from_slice(bytes) {
+                report.findings.extend(issue_findings(kind, &e));
+            }
+        }
+        DocumentKind::ExportResult => {
+            if let Err(e) = ExportResult::from_slice(bytes) {
+                report.findings.extend(issue_findings(kind, &e));
+            }
+        }
     }
     report.findings.extend(lint::duplicate_keys(doc, bytes));
+    name_trailing_commas(bytes, &mut report.findings);
     report.sort();
     report
+}
+
+/// A JSON syntax error at a closing `}` or `]` right after a comma is a
+/// trailing comma: the reference's words (`expected a value`, located as
+/// FastAPI does) stay, and the finding says what it is and how to fix it.
+fn name_trailing_commas(bytes: &[u8], findings: &mut [Finding]) {
+    for finding in findings.iter_mut().filter(|f| f.code == "json_invalid") {
+        let Some((line, column)) = finding
+            .location
+            .strip_prefix("line ")
+            .and_then(|rest| rest.split_once(" column "))
+            .and_then(|(l, c)| Some((l.parse().ok()?, c.parse().ok()?)))
+        else {
+            continue;
+        };
+        let Some((close, comma_line, comma_column)) = trailing_comma(bytes, line, column) else {
+            continue;
+        };
+        finding.message = format!(
+            "{}: a trailing comma: the ',' at line {comma_line} column {comma_column} is \
+             followed by '{close}', and JSON allows no comma before a closing bracket",
+            finding.message
+        );
+        finding.fix = format!(
+            "remove the ',' at line {comma_line} column {comma_column} (JSON, unlike \
+             JavaScript or Python literals, has no trailing commas; json.dumps never writes one)"
+        );
+    }
+}
+
+/// `(closing bracket, line, column)` of a comma followed only by whitespace
+/// and the `}` or `]` at 1-based `line` and `column` (in characters).
+fn trailing_comma(bytes: &[u8], line: usize, column: usize) -> Option<(char, usize, usize)> {
+    let text = String::from_utf8_lossy(bytes);
+    let lines: Vec<&str> = text.split('\n').collect();
+    let close = lines
+        .get(line.checked_sub(1)?)?
+        .chars()
+        .nth(column.checked_sub(1)?)?;
+    if close != '}' && close != ']' {
+        return None;
+    }
+    // Walk back from the bracket over whitespace, across lines.
+    let (mut l, mut c) = (line - 1, column - 1);
+    loop {
+        let chars: Vec<char> = lines[l].chars().collect();
+        while c > 0 {
+            c -= 1;
+            match chars[c] {
+                ' ' | '\t' | '\r' => {}
+                ',' => return Some((close, l + 1, c + 1)),
+                _ => return None,
+            }
+        }
+        l = l.checked_sub(1)?;
+        c = lines[l].chars().count();
+    }
 }
 
 /// Checks a request and its response together: both documents, the
@@ -319,6 +442,9 @@ pub fn check_coaching_exchange(request: &[u8], response: &[u8]) -> Report {
         report
             .findings
             .extend(issue_findings(DocumentKind::CoachingResponse, e));
+    }
+    if let Ok(resp) = &resp {
+        report.findings.extend(lint::coaching_response(resp));
     }
     match (&req, &resp) {
         (Ok(req), Ok(resp)) => {

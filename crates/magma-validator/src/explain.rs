@@ -50,6 +50,20 @@ pub(crate) fn invalid_document_impact(kind: DocumentKind) -> &'static str {
              an invalid payload cannot be applied (the agent should answer an \
              invalid_output error candidate)"
         }
+        DocumentKind::SituationLink
+        | DocumentKind::CandidateRecord
+        | DocumentKind::SituationRecord => {
+            "GEN's export reads every saved situation with SituationRecord: a graph folder \
+             with an invalid record is skipped whole (`Skipping <folder>: ...`)"
+        }
+        DocumentKind::ExportExample => {
+            "GEN builds its export examples from these models and never hands an exporter \
+             such an example"
+        }
+        DocumentKind::ExportRecord | DocumentKind::ExportResult => {
+            "GEN's export validates what an exporter returns with ExportResult: an invalid \
+             result fails the whole export"
+        }
     }
 }
 
@@ -157,11 +171,15 @@ pub enum Lint {
     ErrorCandidate,
     /// A 2xx JSON answer without a JSON `Content-Type` (probe only).
     ContentType,
+    /// A coaching proposal whose `extra_keys` is not a payload an agent
+    /// reads (no `kind`, a payload wrapped in a `coaching` key, or an
+    /// invalid `replace_say` / `replace_decision`).
+    ProposalPayload,
 }
 
 impl Lint {
     /// Every lint, in documentation order.
-    pub const ALL: [Lint; 10] = [
+    pub const ALL: [Lint; 11] = [
         Lint::SayWithToolCalls,
         Lint::EmptyDecision,
         Lint::UnknownTool,
@@ -172,6 +190,7 @@ impl Lint {
         Lint::InferenceCapability,
         Lint::ErrorCandidate,
         Lint::ContentType,
+        Lint::ProposalPayload,
     ];
 
     /// The stable code printed in reports.
@@ -187,6 +206,7 @@ impl Lint {
             Lint::InferenceCapability => "inference_capability",
             Lint::ErrorCandidate => "error_candidate",
             Lint::ContentType => "content_type",
+            Lint::ProposalPayload => "proposal_payload",
         }
     }
 
@@ -237,6 +257,13 @@ impl Lint {
                 "BENCH and GEN decode the body whatever its type, but HTTP tooling, \
                  proxies and stricter clients expect application/json"
             }
+            Lint::ProposalPayload => {
+                "GEN re-injects a proposal by sending the point's input again with \
+                 extra_keys.coaching set to the proposal's extra_keys, unchanged \
+                 (AgentCoachingManager._create_injected_node), and num_outputs 1: an agent \
+                 that cannot read that payload answers an error candidate and the repair is \
+                 lost"
+            }
         }
     }
 
@@ -270,6 +297,12 @@ impl Lint {
                  candidates for real model or parse failures"
             }
             Lint::ContentType => "send Content-Type: application/json",
+            Lint::ProposalPayload => {
+                "make extra_keys the payload itself, {\"kind\": \"replace_say\", \"text\": \
+                 ...}, {\"kind\": \"replace_decision\", \"decision\": {...}} or the agent's \
+                 own kind, never wrapped in a \"coaching\" key (in Rust: \
+                 CoachingProposal::new(point, payload))"
+            }
         }
     }
 }

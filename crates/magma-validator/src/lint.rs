@@ -1,5 +1,6 @@
 //! Lints: documents the contract accepts but a real consumer mishandles.
 
+use magma_protocol::coaching::SpecializedCoachingResponse;
 use magma_protocol::{
     AgentInfo, AgentInput, AgentRequest, AgentResponse, Json, Location, Outcome, Segment,
 };
@@ -55,6 +56,59 @@ pub(crate) fn duplicate_keys(document: &str, bytes: &[u8]) -> Vec<Finding> {
                 scan.omitted
             ),
         ));
+    }
+    out
+}
+
+/// `proposal_payload` warnings of a coaching reply: each proposal's
+/// `extra_keys` is what GEN sends back as `extra_keys.coaching`, so it must
+/// be a payload (`kind` and its fields), not a wrapper around one.
+pub(crate) fn coaching_response(response: &SpecializedCoachingResponse) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for (i, proposal) in response.proposals().iter().enumerate() {
+        let Err(e) = proposal.payload() else {
+            continue;
+        };
+        let at = vec![Segment::Index(i), key("extra_keys")];
+        let sent = shorten(
+            &Json::Object(proposal.extra_keys.clone()).to_json_string(),
+            80,
+        );
+        let message = match (
+            proposal.extra_keys.get("kind"),
+            proposal.extra_keys.get("coaching"),
+        ) {
+            (None, Some(_)) => format!(
+                "proposal {i} wraps its payload in a \"coaching\" key: GEN will send \
+                 extra_keys.coaching = {sent}, so the agent finds its payload at \
+                 extra_keys.coaching.coaching, with no kind at extra_keys.coaching"
+            ),
+            (None, None) => format!(
+                "proposal {i}'s extra_keys has no \"kind\": GEN will send \
+                 extra_keys.coaching = {sent}, and no agent reads a payload without a kind"
+            ),
+            _ => {
+                let first = e.first();
+                format!(
+                    "proposal {i}'s payload does not read: {} at {} ({}); GEN will send it \
+                     as extra_keys.coaching unchanged",
+                    first.message(),
+                    first.location(),
+                    first.kind().as_str()
+                )
+            }
+        };
+        let mut location = vec![key("proposals")];
+        location.extend(at);
+        out.push(
+            warn(
+                Lint::ProposalPayload,
+                "coaching_response",
+                loc(location),
+                message,
+            )
+            .with_input(sent),
+        );
     }
     out
 }

@@ -101,6 +101,10 @@ enum Command {
         #[arg(long, value_name = "N", default_value_t = 4,
               value_parser = clap::value_parser!(u16).range(2..))]
         memory_steps: u16,
+        /// An input that makes the agent think a while, for the concurrency checks: one
+        /// AgentInput as JSON, or @FILE [default: extra_keys.delay_ms, else large requests]
+        #[arg(long, value_name = "JSON|@FILE", value_parser = slow_input_arg)]
+        slow_input: Option<magma_protocol::AgentInput>,
         /// Output format
         #[arg(long, value_enum, default_value_t = FormatArg::Human)]
         format: FormatArg,
@@ -142,6 +146,14 @@ enum ProgressArg {
     Never,
 }
 
+fn slow_input_arg(s: &str) -> Result<magma_protocol::AgentInput, String> {
+    let text = match s.strip_prefix('@') {
+        Some(path) => std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?,
+        None => s.to_owned(),
+    };
+    probe::parse_slow_input(&text)
+}
+
 fn header_arg(s: &str) -> Result<(String, String), String> {
     let Some((name, value)) = s.split_once(':') else {
         return Err(format!("{s:?} is not NAME: VALUE"));
@@ -167,6 +179,18 @@ enum Kind {
     InternalStep,
     #[value(name = "replace_say", alias = "replace-say")]
     ReplaceSay,
+    #[value(name = "situation_link", alias = "situation-link")]
+    SituationLink,
+    #[value(name = "candidate_record", alias = "candidate-record")]
+    CandidateRecord,
+    #[value(name = "situation_record", alias = "situation-record")]
+    SituationRecord,
+    #[value(name = "export_example", alias = "export-example")]
+    ExportExample,
+    #[value(name = "export_record", alias = "export-record")]
+    ExportRecord,
+    #[value(name = "export_result", alias = "export-result")]
+    ExportResult,
 }
 
 impl From<Kind> for DocumentKind {
@@ -181,6 +205,12 @@ impl From<Kind> for DocumentKind {
             Kind::CoachingSession => DocumentKind::CoachingSession,
             Kind::InternalStep => DocumentKind::InternalStep,
             Kind::ReplaceSay => DocumentKind::ReplaceSay,
+            Kind::SituationLink => DocumentKind::SituationLink,
+            Kind::CandidateRecord => DocumentKind::CandidateRecord,
+            Kind::SituationRecord => DocumentKind::SituationRecord,
+            Kind::ExportExample => DocumentKind::ExportExample,
+            Kind::ExportRecord => DocumentKind::ExportRecord,
+            Kind::ExportResult => DocumentKind::ExportResult,
         }
     }
 }
@@ -322,6 +352,7 @@ fn run(cli: Cli) -> Result<u8, Fatal> {
             large_request_bytes,
             max_response_bytes,
             memory_steps,
+            slow_input,
             format,
             output,
             strict,
@@ -340,6 +371,7 @@ fn run(cli: Cli) -> Result<u8, Fatal> {
                 .memory_steps(usize::from(memory_steps))
                 .strict(strict);
             config.deadline = deadline;
+            config.slow_input = slow_input;
             config.skip = skip;
             config.warn = warn;
             config.headers = header;

@@ -79,9 +79,17 @@ impl LlmAgent {
     }
 }
 
+/// The agent's identity, served on `/v1/info` and named by `llm-agent export`.
+pub(crate) fn identity() -> AgentInfo {
+    let mut info = AgentInfo::new("llm-agent", env!("CARGO_PKG_VERSION"));
+    info.capabilities.insert("coaching", false);
+    info.coaching_unavailable_reason = Some("llm-agent does not coach".to_owned());
+    info
+}
+
 impl Agent for LlmAgent {
     fn info(&self) -> AgentInfo {
-        AgentInfo::new("llm-agent", env!("CARGO_PKG_VERSION"))
+        identity()
     }
 
     fn coaching_kinds(&self) -> &[CoachingKind] {
@@ -136,7 +144,13 @@ impl Agent for LlmAgent {
                 http_status: None,
                 raw: String::new(),
             });
-            candidates.push(prompt.candidate(input, k, &payload, exchange));
+            candidates.push(prompt.candidate(
+                input,
+                k,
+                &payload,
+                exchange,
+                self.provider.base_url(),
+            ));
         }
         Ok(candidates)
     }
@@ -271,6 +285,11 @@ impl Prompt {
         }
     }
 
+    /// The provider payload (`model`, `messages`, `tools`, ...).
+    pub(crate) fn payload(&self) -> &Json {
+        &self.payload
+    }
+
     /// Candidate `k` from its provider exchange.
     fn candidate(
         &self,
@@ -278,6 +297,7 @@ impl Prompt {
         k: usize,
         payload: &str,
         exchange: Exchange,
+        provider_url: &str,
     ) -> Candidate {
         let decision = exchange
             .outcome
@@ -305,8 +325,15 @@ impl Prompt {
                     "error",
                     json!({"code": failure.code, "message": failure.message.as_str()}),
                 );
-                let error =
-                    AgentError::new(failure.code, failure.message).with_component(COMPONENT);
+                // The operator reads this in magma-server's error-candidate warning:
+                // name the provider.
+                let url = provider_url;
+                let message = if failure.message.contains(url) {
+                    failure.message
+                } else {
+                    format!("{} (provider {url})", failure.message)
+                };
+                let error = AgentError::new(failure.code, message).with_component(COMPONENT);
                 Candidate::new(input.memory.clone(), error).with_step(step)
             }
         }

@@ -126,7 +126,9 @@ impl LlmAgent {
                     return Ok(SpecializedCoachingResponse::abandoned(id, reason)?);
                 }
             };
-            let payload = CoachingPayload::ReplaceDecision(decision).to_object();
+            // The proposal's extra_keys is the payload itself: GEN sends it
+            // back as extra_keys.coaching, where `respond` applies it.
+            let payload = CoachingPayload::replace_decision(decision)?;
             proposals.push(CoachingProposal::new(point.id(), payload));
         }
         if proposals.is_empty() {

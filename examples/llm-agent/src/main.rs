@@ -15,6 +15,7 @@ use magma_server::cli::{AFTER_HELP, ServerArgs, run_with_loading, version_string
 
 mod agent;
 mod coach;
+mod export;
 mod provider;
 
 use agent::{LlmAgent, Settings};
@@ -33,6 +34,9 @@ const DEFAULT_SYSTEM_PROMPT: &str = "You command the robots of a MAGMA scenario.
 /// `memory.memory_list` gives standing rules and `memory.history` the
 /// conversation; `extra_keys.inference_mode: true` asks for deterministic
 /// decoding. `/health` answers 503 until the provider answers `GET /models`.
+///
+/// `llm-agent export` runs the agent's dataset exporter instead (GEN's export examples as
+/// JSON lines on standard input, results on standard output; `llm-agent export --help`).
 #[derive(Debug, Parser)]
 #[command(name = "llm-agent", after_help = AFTER_HELP)]
 struct Cli {
@@ -101,6 +105,10 @@ struct Cli {
     reason = "a command-line program reports to the terminal"
 )]
 fn main() -> ExitCode {
+    // `llm-agent export`: the dataset exporter GEN's export runs, no provider.
+    if let Some(args) = export::invocation() {
+        return export::run(&args, DEFAULT_SYSTEM_PROMPT);
+    }
     let command = Cli::command().version(version_string(env!("CARGO_PKG_VERSION")));
     let cli = Cli::from_arg_matches(&command.get_matches()).unwrap_or_else(|e| e.exit());
     let provider = match Provider::new(

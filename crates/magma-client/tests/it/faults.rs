@@ -321,7 +321,12 @@ fn connection_refused_is_its_own_kind() {
     );
     assert!(err.is_connect() && err.is_transient() && !err.is_timeout());
     assert_eq!(err.url(), Some(format!("http://{addr}/health").as_str()));
-    assert!(err.to_string().contains("connection refused"), "{err}");
+    // The hint names the server that was tried (the client also calls model
+    // providers and proxies), not "the agent".
+    assert_eq!(
+        err.to_string(),
+        format!("GET http://{addr}/health: connection refused (is the server at {addr} running?)")
+    );
     let err = c.respond(&request("r", 1, 1)).unwrap_err();
     assert!(
         matches!(err.kind(), ErrorKind::ConnectionRefused),

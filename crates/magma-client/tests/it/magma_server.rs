@@ -101,11 +101,17 @@ fn exercise(client: &Client) {
     let info = client.check_compatible().unwrap();
     assert_eq!(info.agent_id, "magma-demo-agent");
 
+    // The demo samples: candidate 1 of each input is another branch.
     let response = client.respond(&request("ms-1", 3, 2)).unwrap();
     assert_eq!(
         says(&response),
         [
-            "echo: m0", "echo: m0", "echo: m1", "echo: m1", "echo: m2", "echo: m2"
+            "echo: m0",
+            "echo: m0 (branch 1)",
+            "echo: m1",
+            "echo: m1 (branch 1)",
+            "echo: m2",
+            "echo: m2 (branch 1)"
         ]
     );
     assert!(

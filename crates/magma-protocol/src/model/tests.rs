@@ -144,6 +144,12 @@ fn check_document(kind: &str, doc: &str, request: Option<&str>) -> usize {
         "coaching_session" => coaching(CoachingSessionConfig::from_slice(bytes), &mut check),
         "internal_step" => coaching(InternalStep::from_slice(bytes), &mut check),
         "replace_say" => coaching(ReplaceSay::from_slice(bytes), &mut check),
+        "situation_link" => coaching(crate::SituationLink::from_slice(bytes), &mut check),
+        "candidate_record" => coaching(crate::CandidateRecord::from_slice(bytes), &mut check),
+        "situation_record" => coaching(crate::SituationRecord::from_slice(bytes), &mut check),
+        "export_example" => coaching(crate::ExportExample::from_slice(bytes), &mut check),
+        "export_record" => coaching(crate::ExportRecord::from_slice(bytes), &mut check),
+        "export_result" => coaching(crate::ExportResult::from_slice(bytes), &mut check),
         other => panic!("unknown fixture kind {other:?}"),
     }
     if let Some(request) = request {

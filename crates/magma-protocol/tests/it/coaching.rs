@@ -5,11 +5,14 @@
 
 use magma_protocol::coaching::{
     CoachingBackendConfig, CoachingKind, CoachingLog, CoachingPayload, CoachingProposal,
-    CoachingSessionConfig, CoachingStage, CoachingStatus, CoachingStep, InternalStep,
-    InternalStepOrigin, ReinjectionPoint, ReplaceSay, SpecializedCoachingRequest,
+    CoachingSessionConfig, CoachingStage, CoachingStatus, CoachingStep, CustomPayload,
+    InternalStep, InternalStepOrigin, ReinjectionPoint, ReplaceSay, SpecializedCoachingRequest,
     SpecializedCoachingResponse,
 };
-use magma_protocol::{AgentInput, AgentInstruction, ErrorKind, Json, Map, Object};
+use magma_protocol::{
+    AgentDecision, AgentInput, AgentInstruction, ErrorKind, Json, Map, NonEmptyString, Object,
+    ToolCall,
+};
 
 fn request() -> SpecializedCoachingRequest {
     let input = AgentInput::new(0, AgentInstruction::user("hi"));
@@ -133,7 +136,7 @@ fn constructors_refuse_what_the_parser_refuses() {
 #[test]
 fn replies_are_checked_against_their_request() {
     let req = request();
-    let say = ReplaceSay::new("Hello").unwrap().to_object();
+    let say = ReplaceSay::new("Hello").unwrap();
     let mut reply = SpecializedCoachingResponse::corrected(
         "r1",
         vec![
@@ -227,12 +230,15 @@ fn coaching_payloads_are_read_with_located_errors() {
             "extra_forbidden",
             "extra",
         ),
+        (r#"{"kind": "", "text": "x"}"#, "string_too_short", "kind"),
+        (r#"{"kind": 1, "text": "x"}"#, "string_type", "kind"),
+        (r#"{"text": "x"}"#, "missing", "kind"),
+        // The wrapped shape: GEN would send `extra_keys.coaching.coaching`.
         (
-            r#"{"kind": "rewrite", "text": "x"}"#,
-            "literal_error",
+            r#"{"coaching": {"kind": "replace_say", "text": "x"}}"#,
+            "missing",
             "kind",
         ),
-        (r#"{"text": "x"}"#, "missing", "kind"),
         (r#"[]"#, "model_type", "(root)"),
         (
             r#"{"kind": "replace_decision", "decision": {"say": ""}}"#,
@@ -273,6 +279,82 @@ fn coaching_payloads_are_read_with_located_errors() {
         CoachingPayload::from_json(&Json::Object(payload.to_object())).unwrap(),
         payload
     );
+    // Any other kind is the agent's own, kept whole and in order.
+    let own = r#"{"plan": [1, 2], "kind": "retry_with_plan", "note": 1.0}"#;
+    match read(own).unwrap() {
+        CoachingPayload::Custom(custom) => {
+            assert_eq!(custom.kind(), "retry_with_plan");
+            assert_eq!(
+                Json::Object(custom.to_object()).to_json_string(),
+                r#"{"plan":[1,2],"kind":"retry_with_plan","note":1.0}"#
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn proposals_are_built_from_payloads_gen_can_reinject() {
+    let call = ToolCall {
+        name: NonEmptyString::new("press_button").unwrap(),
+        arguments: Object::new(),
+        target_robot_name: NonEmptyString::new("panda").unwrap(),
+    };
+    let say = CoachingProposal::new("replacement", ReplaceSay::new("Done.").unwrap());
+    assert_eq!(
+        Json::Object(say.extra_keys.clone()).to_json_string(),
+        r#"{"kind":"replace_say","text":"Done."}"#
+    );
+    assert_eq!(
+        say.payload().unwrap().decision(),
+        Some(AgentDecision::say("Done."))
+    );
+
+    let decision = CoachingPayload::replace_decision(AgentDecision::call(vec![call.clone()]));
+    let fix = CoachingProposal::new("recovery", decision.unwrap());
+    assert_eq!(fix.payload().unwrap().kind(), "replace_decision");
+    assert_eq!(
+        fix.payload().unwrap().decision(),
+        Some(AgentDecision::call(vec![call.clone()]))
+    );
+    // GEN treats both, or neither, as an invalid answer.
+    let both = AgentDecision {
+        say: "and".into(),
+        tool_calls: vec![call].into(),
+    };
+    for bad in [both, AgentDecision::say("")] {
+        let err = CoachingPayload::replace_decision(bad).unwrap_err();
+        assert_eq!(err.first().location().to_string(), "decision");
+        assert_eq!(err.first().kind().as_str(), "value_error");
+    }
+
+    let mut fields = Object::new();
+    fields.insert("plan", Json::from("left first"));
+    let own = CustomPayload::new("retry_with_plan", fields.clone()).unwrap();
+    let proposal = CoachingProposal::new("replacement", own.clone());
+    assert_eq!(
+        Json::Object(proposal.extra_keys.clone()).to_json_string(),
+        r#"{"kind":"retry_with_plan","plan":"left first"}"#
+    );
+    assert_eq!(proposal.payload().unwrap(), CoachingPayload::Custom(own));
+    assert_eq!(proposal.payload().unwrap().decision(), None);
+    for kind in ["", "replace_say", "replace_decision"] {
+        let err = CustomPayload::new(kind, Object::new()).unwrap_err();
+        assert_eq!(err.first().location().to_string(), "kind", "{kind:?}");
+    }
+    fields.insert("kind", Json::from("twice"));
+    assert!(CustomPayload::new("retry_with_plan", fields).is_err());
+
+    // The raw form carries anything; reading it says what the agent will.
+    let mut wrapped = Object::new();
+    wrapped.insert(
+        "coaching",
+        Json::Object(ReplaceSay::new("x").unwrap().to_object()),
+    );
+    let raw = CoachingProposal::raw("replacement", wrapped);
+    let err = raw.payload().unwrap_err();
+    assert_eq!(err.first().location().to_string(), "kind");
+    assert_eq!(err.first().kind().as_str(), "missing");
 }
 
 #[test]

@@ -45,6 +45,24 @@ pub(crate) fn verdict(kind: &str, doc: &str, request: Option<&str>) -> Result<()
         "replace_say" => ReplaceSay::from_slice(doc.as_bytes())
             .map(drop)
             .map_err(issues),
+        "situation_link" => magma_protocol::export::SituationLink::from_slice(doc.as_bytes())
+            .map(drop)
+            .map_err(issues),
+        "candidate_record" => magma_protocol::export::CandidateRecord::from_slice(doc.as_bytes())
+            .map(drop)
+            .map_err(issues),
+        "situation_record" => magma_protocol::export::SituationRecord::from_slice(doc.as_bytes())
+            .map(drop)
+            .map_err(issues),
+        "export_example" => magma_protocol::export::ExportExample::from_slice(doc.as_bytes())
+            .map(drop)
+            .map_err(issues),
+        "export_record" => magma_protocol::export::ExportRecord::from_slice(doc.as_bytes())
+            .map(drop)
+            .map_err(issues),
+        "export_result" => magma_protocol::export::ExportResult::from_slice(doc.as_bytes())
+            .map(drop)
+            .map_err(issues),
         "coaching_exchange" => {
             let request = request.unwrap_or_default();
             let request =

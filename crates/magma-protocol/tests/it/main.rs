@@ -6,6 +6,7 @@ mod corpus;
 mod error_inputs;
 mod errors;
 mod exchange;
+mod export;
 mod fixtures;
 mod hostile;
 mod inline_vec;

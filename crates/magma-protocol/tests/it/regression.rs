@@ -10,6 +10,9 @@ use magma_protocol::coaching::{
     CoachingPayload, CoachingSessionConfig, InternalStep, ReplaceSay, SpecializedCoachingRequest,
     SpecializedCoachingResponse,
 };
+use magma_protocol::export::{
+    CandidateRecord, ExportExample, ExportRecord, ExportResult, SituationLink, SituationRecord,
+};
 use magma_protocol::tools::ToolDescription;
 use magma_protocol::{
     AgentHealth, AgentInfo, AgentRequest, AgentResponse, EnvFeedback, ExchangeError, Json, Object,
@@ -49,6 +52,12 @@ fn coaching_invariants(doc: &[u8]) {
     coaching_round_trip!(CoachingSessionConfig, doc);
     coaching_round_trip!(InternalStep, doc);
     coaching_round_trip!(ReplaceSay, doc);
+    coaching_round_trip!(SituationLink, doc);
+    coaching_round_trip!(CandidateRecord, doc);
+    coaching_round_trip!(SituationRecord, doc);
+    coaching_round_trip!(ExportExample, doc);
+    coaching_round_trip!(ExportRecord, doc);
+    coaching_round_trip!(ExportResult, doc);
     if let Ok(value) = Json::from_slice(doc) {
         if let Ok(payload) = CoachingPayload::from_json(&value) {
             let again = CoachingPayload::from_json(&Json::Object(payload.to_object()))
@@ -216,7 +225,8 @@ fn the_fuzz_invariants_hold_on_every_fixture_document() {
                 counted[3] += 1;
             }
             "coaching_request" | "coaching_response" | "coaching_session" | "internal_step"
-            | "replace_say" => {
+            | "replace_say" | "situation_link" | "candidate_record" | "situation_record"
+            | "export_example" | "export_record" | "export_result" => {
                 coaching_invariants(bytes);
                 counted[4] += 1;
             }

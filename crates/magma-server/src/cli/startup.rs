@@ -96,6 +96,9 @@ where
     Fut: Future<Output = Result<(), E>> + Send + 'static,
     E: Display + Send + 'static,
 {
+    if let Some(args) = super::export_invocation(&agent.info()) {
+        return super::run_export(&agent, &args);
+    }
     let args = parse_args_for(&agent.info());
     run_with_loading(agent, args, load)
 }

@@ -706,3 +706,106 @@ async fn values_only_errors_echo_stay_within_the_budget() {
     );
     assert!(now < 128 * 1024, "RSS {now} KiB after the attacks");
 }
+
+/// A `CoachingSessionConfig` of about `bytes` bytes (not more): one backend
+/// with many headers, the shape of the issue 34 flood.
+fn big_session_config(bytes: usize) -> String {
+    let head = r#"{"backends":{"b":{"type":"openai","endpoint":"http://127.0.0.1:9/v1","default_model":"m","headers":{"#;
+    let tail = r#"}}},"capture_logs":true}"#;
+    let value = "v".repeat(100);
+    let mut s = String::with_capacity(bytes);
+    s.push_str(head);
+    let mut n = 0;
+    loop {
+        let member = format!(r#""x-h{n}":"{value}""#);
+        if s.len() + member.len() + 1 + tail.len() > bytes {
+            break;
+        }
+        if n > 0 {
+            s.push(',');
+        }
+        s.push_str(&member);
+        n += 1;
+    }
+    s.push_str(tail);
+    s
+}
+
+/// Issue 34: many coaching sessions of distinct run ids, each with a config
+/// as large as allowed, one after the other. Sessions count their bytes
+/// against `--max-coaching-session-bytes` (64 MiB by default): those that
+/// fit are opened (204), the rest refused with `503` and a `detail` naming
+/// the flag, and the peak stays under the ceiling. Closing them gives their
+/// bytes back. Short form: 40 configs of 2 MiB; full form: 64 of 8 MiB,
+/// then 64 of 16 MiB (about the largest body).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_large_coaching_sessions_stays_within_the_byte_budget() {
+    let mut server = Proc::start(&[]);
+    let floods: &[(usize, usize)] = if full() {
+        &[(64, 8 * 1024 * 1024), (64, 16 * 1024 * 1024 - 4096)]
+    } else {
+        &[(40, 2 * 1024 * 1024)]
+    };
+    const BUDGET: usize = 64 * 1024 * 1024;
+    for (round, &(count, size)) in floods.iter().enumerate() {
+        let body = Bytes::from(big_session_config(size));
+        let before = server.peak_rss_kib();
+        let addr = server.addr;
+        let (statuses, slowest) = during(&server, async move {
+            let mut out = Vec::new();
+            for i in 0..count {
+                let path = format!("/v1/coaching/sessions/flood-{round}-{i}");
+                let reply = send(
+                    addr,
+                    Method::PUT,
+                    &path,
+                    &[("content-type", "application/json")],
+                    body.clone(),
+                )
+                .await;
+                out.push((reply.status.as_u16(), reply.text().to_owned()));
+            }
+            out
+        })
+        .await;
+        let opened = statuses.iter().filter(|(s, _)| *s == 204).count();
+        let refused: Vec<&String> = statuses
+            .iter()
+            .filter(|(s, _)| *s == 503)
+            .map(|(_, t)| t)
+            .collect();
+        assert_eq!(opened + refused.len(), count, "{statuses:?}");
+        // As many as the budget holds: it is used, and not overrun.
+        assert!(
+            opened >= 1 && opened * size <= BUDGET && (opened + 1) * (size + 1024) > BUDGET,
+            "{opened} sessions of {size} bytes opened"
+        );
+        assert!(
+            refused
+                .iter()
+                .all(|t| t.contains("--max-coaching-session-bytes")),
+            "{refused:?}"
+        );
+        let name = format!(
+            "{count} coaching sessions of {} MiB: {opened} opened, {} refused (503)",
+            size / (1024 * 1024),
+            refused.len()
+        );
+        check(&mut server, &name, slowest, before);
+        // DELETE gives the bytes back: the next round starts empty.
+        for i in 0..count {
+            let path = format!("/v1/coaching/sessions/flood-{round}-{i}");
+            let reply = send(server.addr, Method::DELETE, &path, &[], Bytes::new()).await;
+            assert_eq!(reply.status.as_u16(), 204);
+        }
+    }
+    let reply = send(
+        server.addr,
+        Method::PUT,
+        "/v1/coaching/sessions/after",
+        &[("content-type", "application/json")],
+        Bytes::from(big_session_config(1024)),
+    )
+    .await;
+    assert_eq!(reply.status.as_u16(), 204, "{}", reply.text());
+}

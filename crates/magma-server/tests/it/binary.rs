@@ -115,6 +115,8 @@ fn help_documents_every_flag() {
         "--max-concurrent-streams",
         "--max-total-body-bytes",
         "--max-coaching-sessions",
+        "--max-coaching-session-bytes",
+        "--coaching-session-idle-secs",
         "--inference-timeout-secs",
         "--shutdown-grace-secs",
         "--path-prefix",
@@ -208,14 +210,30 @@ fn bad_flag_values_exit_2_naming_the_flag_and_what_was_expected() {
         ),
         (
             &["--max-body-bytes", "lots"],
-            &["--max-body-bytes", "invalid digit"],
+            &["--max-body-bytes", "does not start with a number", "16MiB"],
+        ),
+        (
+            &["--max-body-bytes", "16XB"],
+            &[
+                "--max-body-bytes",
+                "unknown unit \"xb\"",
+                "16MiB (16 x 1024 x 1024)",
+            ],
+        ),
+        (
+            &["--max-response-bytes", "1000"],
+            &["--max-response-bytes", "below the minimum of 1024"],
         ),
         (
             &["--header-timeout-secs", "0"],
             &["--header-timeout-secs", "1.."],
         ),
         (
-            &["--listen", "8080"],
+            &["--listen", "8081"],
+            &["--listen", "a port alone", "127.0.0.1:8081", "0.0.0.0:8081"],
+        ),
+        (
+            &["--listen", "localhost"],
             &["--listen", "no port", "expected HOST:PORT"],
         ),
         (
@@ -267,6 +285,42 @@ fn environment_variables_are_checked_like_flags() {
     );
 }
 
+/// A value from the environment is refused naming the variable (the user
+/// never typed the flag clap names); sizes take units.
+#[test]
+fn a_refused_environment_value_names_its_variable() {
+    assert_exit(
+        &[],
+        &[("MAGMA_SERVER_MAX_BODY_BYTES", "16XB")],
+        2,
+        &[
+            "--max-body-bytes",
+            "environment variable MAGMA_SERVER_MAX_BODY_BYTES=\"16XB\"",
+            "--max-body-bytes was not given",
+            "16MiB",
+        ],
+    );
+    // Given on the command line, the flag is what is named, without the note.
+    let (status, stderr) = exits(
+        &["--max-body-bytes", "16XB"],
+        &[("MAGMA_SERVER_MAX_BODY_BYTES", "1")],
+    );
+    assert_eq!(status, Some(2), "{stderr}");
+    assert!(!stderr.contains("environment variable"), "{stderr}");
+}
+
+#[tokio::test]
+async fn sizes_with_units_are_accepted() {
+    let mut bin = Binary::start_with_env(
+        &["--max-total-body-bytes", "1GiB"],
+        &[("MAGMA_SERVER_MAX_BODY_BYTES", "16MB")],
+        Some("info"),
+    )
+    .await;
+    let line = bin.wait_for_log("listening on").await;
+    assert!(line.contains("max_body_bytes=16000000"), "{line}");
+}
+
 #[test]
 fn version_says_which_features_the_build_has() {
     let out = Command::new(BIN).arg("--version").output().unwrap();
@@ -296,7 +350,12 @@ fn an_address_in_use_exits_1_naming_listen() {
         &["--listen", &addr],
         &[],
         1,
-        &[&format!("--listen {addr}"), "cannot listen on", "in use"],
+        &[
+            &format!("--listen {addr}"),
+            "cannot listen on",
+            "in use",
+            "another process already listens there",
+        ],
     );
 }
 
@@ -307,7 +366,12 @@ fn an_address_that_is_not_local_exits_1_naming_listen() {
         &["--listen", "203.0.113.7:8080"],
         &[],
         1,
-        &["--listen 203.0.113.7:8080", "cannot listen on"],
+        &[
+            "--listen 203.0.113.7:8080",
+            "cannot listen on",
+            "not one of this machine's",
+            "127.0.0.1",
+        ],
     );
 }
 
@@ -392,6 +456,7 @@ fn unreadable_or_mismatched_tls_files_exit_1_naming_the_flag() {
             with(&[], vec!["--tls-cert", &cert, "--tls-key", &other_key]),
             vec![
                 format!("--tls-cert {cert} and --tls-key {other_key}"),
+                "the private key does not belong to the certificate".into(),
                 "expected the private key of the certificate".into(),
             ],
         ),

@@ -14,8 +14,8 @@ use magma_server::magma_protocol::coaching::{
     SpecializedCoachingRequest, SpecializedCoachingResponse,
 };
 use magma_server::{
-    AgentDecision, AgentInfo, AgentInput, Candidate, CoachError, CoachingContext, Config, Json,
-    Object, Outcome, Rejection, json,
+    AgentDecision, AgentInfo, AgentInput, AgentOutput, AgentRequest, Candidate, CoachError,
+    CoachingContext, Config, Json, Object, Outcome, Rejection, json,
 };
 
 use crate::support::{Reply, TestServer, check_response, send, within};
@@ -161,7 +161,7 @@ impl magma_server::Agent for TestCoach {
             let mut keys = Object::new();
             keys.insert("coaching", json!({"kind": "replace_say", "text": "fixed"}));
             keys.insert("backends", Json::from(backends.join(",")));
-            CoachingProposal::new(point, keys)
+            CoachingProposal::raw(point, keys)
         };
         let own_log = || CoachingLog::new("failure", "own log").expect("log");
         match info.get("mode").and_then(Json::as_str).unwrap_or("") {
@@ -183,7 +183,7 @@ impl magma_server::Agent for TestCoach {
                 keys.insert("text", Json::from("b".repeat(n)));
                 Ok(SpecializedCoachingResponse::corrected(
                     id,
-                    vec![CoachingProposal::new("replacement", keys)],
+                    vec![CoachingProposal::raw("replacement", keys)],
                 )?)
             }
             "abandon" => Ok(SpecializedCoachingResponse::abandoned(id, "cannot fix")?
@@ -195,7 +195,7 @@ impl magma_server::Agent for TestCoach {
                 keys.insert("run_id", Json::from(context.run_id()));
                 Ok(SpecializedCoachingResponse::corrected(
                     id,
-                    vec![CoachingProposal::new("replacement", keys)],
+                    vec![CoachingProposal::raw("replacement", keys)],
                 )?)
             }
             _ => Ok(SpecializedCoachingResponse::corrected(
@@ -724,12 +724,26 @@ async fn graceful_shutdown_lets_a_coaching_request_finish() {
 async fn the_demo_coach_corrects_each_kind_and_abandons_when_it_cannot() {
     let server = TestServer::start(DemoAgent::new()).await;
     expect_204(&put(&server, "run-1", config("m", true)).await);
+    // Each proposal's extra_keys is the payload itself: GEN re-injects it as
+    // extra_keys.coaching (never wrapped in a `coaching` key of its own).
     let expectations = [
-        ("failure", ["Press sw0 now.", "Press sw0 now."]),
-        ("suboptimal", ["Press sw0 now.", "Press sw0 now."]),
-        ("format", ["echo: Press sw0.", "echo: {}"]),
+        (
+            "failure",
+            "replace_say",
+            ["Press sw0 now.", "Press sw0 now."],
+        ),
+        (
+            "suboptimal",
+            "replace_say",
+            ["Press sw0 now.", "Press sw0 now."],
+        ),
+        (
+            "format",
+            "replace_decision",
+            ["echo: Press sw0.", "echo: {}"],
+        ),
     ];
-    for (kind, texts) in expectations {
+    for (kind, payload_kind, texts) in expectations {
         let body = request("run-1", kind, kind, json!({}));
         let response = answered(&body, &coach(&server, &body).await);
         assert_eq!(response.status(), CoachingStatus::Corrected, "{kind}");
@@ -737,13 +751,10 @@ async fn the_demo_coach_corrects_each_kind_and_abandons_when_it_cannot() {
             .proposals()
             .iter()
             .map(|p| {
-                let payload = p.extra_keys.get("coaching").expect("coaching payload");
-                assert_eq!(payload.get("kind"), Some(&Json::from("replace_say")));
-                payload
-                    .get("text")
-                    .and_then(Json::as_str)
-                    .unwrap()
-                    .to_owned()
+                assert_eq!(p.extra_keys.get("coaching"), None, "{kind}: wrapped");
+                let payload = p.payload().expect("a payload the agent reads back");
+                assert_eq!(payload.kind(), payload_kind, "{kind}");
+                payload.decision().expect("a decision").say
             })
             .collect();
         assert_eq!(said, texts, "{kind}");
@@ -770,6 +781,72 @@ async fn the_demo_coach_corrects_each_kind_and_abandons_when_it_cannot() {
     let response = answered(&body, &coach(&server, &body).await);
     assert_eq!(response.status(), CoachingStatus::Error);
     assert!(response.reason().unwrap().contains("delay_ms"));
+}
+
+/// GEN's re-injection (`AgentCoachingManager._create_injected_node`, then
+/// `BaseAgentManager._send_coaching_pending`): the point's input, its
+/// `extra_keys` kept and `extra_keys["coaching"]` set to the proposal's
+/// `extra_keys`, `num_outputs` 1, ids the batch positions. The Python side
+/// drives GEN's own functions (`cargo xtask interop`); this is the same loop
+/// in the server's tests, one by one and batched.
+#[tokio::test]
+async fn the_demo_answers_its_own_proposals_reinjected_as_gen_does() {
+    let server = TestServer::start(DemoAgent::new()).await;
+    expect_204(&put(&server, "run-1", config("m", true)).await);
+    let mut reinjected = Vec::new();
+    for kind in ["failure", "suboptimal", "format"] {
+        let body = request("run-1", kind, kind, json!({}));
+        let request = SpecializedCoachingRequest::from_slice(body.as_bytes()).unwrap();
+        let response = answered(&body, &coach(&server, &body).await);
+        for proposal in response.proposals() {
+            let point = request
+                .reinjection_points()
+                .iter()
+                .find(|p| p.id() == proposal.reinjection_point_id)
+                .unwrap();
+            let mut input = request.point_input(point).unwrap().clone();
+            input.extra_keys.insert("delay_ms", Json::from(0u64));
+            input
+                .extra_keys
+                .insert("coaching", Json::Object(proposal.extra_keys.clone()));
+            input.num_outputs = 1.try_into().unwrap();
+            let asked = proposal.payload().unwrap().decision().unwrap();
+            reinjected.push((kind, input, asked));
+        }
+    }
+    assert_eq!(reinjected.len(), 6, "two points in each request");
+    let check = |kind: &str, candidate: &AgentOutput, asked: &AgentDecision| {
+        assert_eq!(
+            candidate.outcome,
+            Outcome::Completed(asked.clone()),
+            "{kind}: the proposed decision"
+        );
+    };
+    // One by one.
+    for (i, (kind, input, asked)) in reinjected.iter().enumerate() {
+        let mut input = input.clone();
+        input.id = 0;
+        let request = AgentRequest::new(format!("one-{i}"), vec![input]).unwrap();
+        let body = request.to_json_string();
+        let response = check_response(&body, &server.respond(body.clone()).await);
+        check(kind, &response[0], asked);
+    }
+    // Batched, as GEN sends its pending coached nodes.
+    let inputs = reinjected
+        .iter()
+        .enumerate()
+        .map(|(i, (_, input, _))| {
+            let mut input = input.clone();
+            input.id = i as i64;
+            input
+        })
+        .collect();
+    let request = AgentRequest::new("batch", inputs).unwrap();
+    let body = request.to_json_string();
+    let response = check_response(&body, &server.respond(body.clone()).await);
+    for (candidate, (kind, _, asked)) in response.iter().zip(&reinjected) {
+        check(kind, candidate, asked);
+    }
 }
 
 #[tokio::test]
@@ -942,4 +1019,63 @@ async fn a_coaching_answer_takes_its_bytes_from_the_memory_budget() {
         }
     })
     .await;
+}
+
+// ---------------------------------------------------------------------------------------
+// Sessions bounded in bytes and in idle time (issue 34).
+
+#[tokio::test]
+async fn sessions_past_the_byte_budget_are_refused_and_deleting_frees_their_bytes() {
+    let agent = TestCoach::default();
+    let mut settings = Config::default();
+    settings.max_body_bytes = 4096;
+    settings.max_total_body_bytes = 3 * 4096 + Config::DEFAULT_MAX_RESPONSE_BYTES;
+    settings.max_coaching_session_bytes = 4096;
+    let server = TestServer::with_config(agent.clone(), settings).await;
+    // A config of about 1.5 KiB: two fit in 4 KiB, the third does not.
+    let headers: String = (0..12)
+        .map(|i| format!(r#""x-h{i}":"{}""#, "v".repeat(100)))
+        .collect::<Vec<_>>()
+        .join(",");
+    let body = format!(
+        r#"{{"backends":{{"gen":{{"type":"openai","endpoint":"http://127.0.0.1:9/v1","default_model":"m","headers":{{{headers}}}}}}},"capture_logs":true}}"#
+    );
+    expect_204(&put(&server, "run-1", body.clone()).await);
+    expect_204(&put(&server, "run-2", body.clone()).await);
+    // The same configuration again costs nothing more.
+    expect_204(&put(&server, "run-2", body.clone()).await);
+    let refused = put(&server, "run-3", body.clone()).await;
+    assert_eq!(refused.status.as_u16(), 503, "{}", refused.text());
+    let detail = refused.text();
+    assert!(
+        detail.contains("--max-coaching-session-bytes") && detail.contains("4096-byte budget"),
+        "{detail}"
+    );
+    expect_204(&delete(&server, "run-1").await);
+    expect_204(&put(&server, "run-3", body).await);
+}
+
+#[tokio::test]
+async fn an_idle_session_is_closed_as_if_deleted_and_a_busy_one_is_not() {
+    let agent = TestCoach::default();
+    let mut settings = Config::default();
+    settings.coaching_session_idle_timeout = Some(Duration::from_secs(1));
+    let server = TestServer::with_config(agent.clone(), settings).await;
+    expect_204(&put(&server, "idle", config("m", true)).await);
+    expect_204(&put(&server, "busy", config("m", true)).await);
+    // A request of the busy session runs past the idle timeout.
+    let slow = request("busy", "slow", "format", json!({"delay_ms": 2500}));
+    let slow = {
+        let server = &server;
+        async move { coach(server, &slow).await }
+    };
+    let (reply, ()) = tokio::join!(slow, tokio::time::sleep(Duration::from_millis(1500)));
+    reply.expect(200);
+    // The idle one is gone, closed by the server (the agent was told); the busy
+    // one was in use until just now (a second of margin) and is still there.
+    let gone = coach(&server, &request("idle", "late", "format", json!({}))).await;
+    assert_eq!(gone.status.as_u16(), 404, "{}", gone.text());
+    assert!(agent.closed.load(Ordering::SeqCst) >= 1);
+    let alive = coach(&server, &request("busy", "again", "format", json!({}))).await;
+    alive.expect(200);
 }

@@ -108,6 +108,11 @@ async fn a_scrape_after_known_traffic_has_exact_counts() {
     expect(&m, r#"magma_candidates_total{status="error"}"#, 3.0);
     expect(
         &m,
+        r#"magma_error_candidates_total{code="demo_error"}"#,
+        3.0,
+    );
+    expect(
+        &m,
         r#"magma_inference_failures_total{kind="rejection"}"#,
         1.0,
     );

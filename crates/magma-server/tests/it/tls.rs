@@ -236,3 +236,49 @@ async fn the_binary_serves_https_from_flags() {
         .expect(200);
     drop(bin);
 }
+
+/// The provider is built from ring's parts (`src/crypto.rs`, not rustls's
+/// deprecated `ring::default_provider`): X25519 is chosen when offered, and
+/// P-384, the last group on its list, still completes a handshake.
+#[tokio::test]
+async fn the_server_prefers_x25519_and_accepts_p384() {
+    let dir = TempDir::new("kx-groups");
+    let (tls, files) = TlsConfig::self_signed(dir.path(), &names(), None).unwrap();
+    let server = tls_server(tls, |_| {}).await;
+    let ca = std::fs::read(&files.ca_cert).unwrap();
+    let stream = connect(server.addr, client_config(&ca, &[b"http/1.1"], None))
+        .await
+        .unwrap();
+    let group = stream.get_ref().1.negotiated_key_exchange_group().unwrap();
+    assert_eq!(group.name(), rustls::NamedGroup::X25519);
+
+    let mut provider = (*magma_testkit::pki::provider()).clone();
+    provider.kx_groups = vec![rustls::crypto::ring::kx_group::SECP384R1];
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(
+            rustls::pki_types::pem::PemObject::from_pem_slice(&ca)
+                .expect("the CA certificate parses"),
+        )
+        .unwrap();
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(provider))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let stream = connect(server.addr, Arc::new(config)).await.unwrap();
+    let group = stream.get_ref().1.negotiated_key_exchange_group().unwrap();
+    assert_eq!(group.name(), rustls::NamedGroup::secp384r1);
+}
+
+/// `magma-server` and `magma-client` build their provider from one file,
+/// kept identical in both crates (each publishes alone).
+#[test]
+fn the_server_and_client_providers_are_the_same_file() {
+    let server = include_str!("../../src/crypto.rs");
+    let client = include_str!("../../../magma-client/src/crypto.rs");
+    assert!(
+        server == client,
+        "crates/magma-server/src/crypto.rs and crates/magma-client/src/crypto.rs differ: copy one onto the other"
+    );
+}

@@ -61,6 +61,12 @@ pub struct ProbeConfig {
     pub max_response_bytes: u64,
     /// Steps of the memory round trip. Default 4.
     pub memory_steps: usize,
+    /// An input that makes the agent think a while, for the concurrency
+    /// checks (`--slow-input`); its `id` is replaced by 0 and a marker key
+    /// is added to its memory. `None` (the default): a BENCH-like input
+    /// with `extra_keys.delay_ms`, or a large one when the agent does not
+    /// take that as a delay.
+    pub slow_input: Option<magma_protocol::AgentInput>,
     /// Warnings count as failures (except checks softened with `warn`).
     pub strict: bool,
     /// Checks not run (waived), by name.
@@ -83,6 +89,7 @@ impl ProbeConfig {
             large_request_bytes: 1 << 20,
             max_response_bytes: magma_client::DEFAULT_MAX_RESPONSE_BYTES,
             memory_steps: 4,
+            slow_input: None,
             strict: false,
             skip: Vec::new(),
             warn: Vec::new(),
@@ -146,6 +153,12 @@ impl ProbeConfig {
     /// Sets [`memory_steps`](Self::memory_steps) (at least 2).
     pub fn memory_steps(mut self, steps: usize) -> Self {
         self.memory_steps = steps.max(2);
+        self
+    }
+
+    /// Sets [`slow_input`](Self::slow_input).
+    pub fn slow_input(mut self, input: magma_protocol::AgentInput) -> Self {
+        self.slow_input = Some(input);
         self
     }
 
@@ -482,6 +495,34 @@ pub fn validate_header(name: &str, value: &str) -> Result<(), String> {
     session::parse_header(name, value).map(|_| ())
 }
 
+/// Reads a `--slow-input`: one `AgentInput` as JSON (what goes in a
+/// request's `inputs` array). The error names the location of the first
+/// problem.
+pub fn parse_slow_input(text: &str) -> Result<magma_protocol::AgentInput, String> {
+    use magma_protocol::{AgentRequest, Json, Object};
+    let value = Json::from_slice(text.trim().as_bytes()).map_err(|e| format!("not JSON: {e}"))?;
+    if !matches!(value, Json::Object(_)) {
+        return Err("not a JSON object (one AgentInput, as in a request's inputs)".to_owned());
+    }
+    let mut request = Object::new();
+    request.insert("request_id", Json::from("slow-input"));
+    request.insert("inputs", Json::Array(vec![value]));
+    let request = AgentRequest::from_json(Json::Object(request)).map_err(|e| {
+        format!(
+            "not a valid AgentInput: {}",
+            e.to_string()
+                .replace("invalid AgentRequest: ", "")
+                .replace("inputs[0].", "")
+                .replace("inputs[0]", "input")
+        )
+    })?;
+    request
+        .inputs()
+        .first()
+        .cloned()
+        .ok_or_else(|| "no input".to_owned())
+}
+
 /// Runs the whole suite against the agent at `config.url`.
 ///
 /// Returns `Err` only when the suite cannot reach a verdict (bad settings,
@@ -542,6 +583,12 @@ impl Check {
         for f in findings {
             self.push(f);
         }
+    }
+
+    /// Drops the findings with `code` (a lint that only repeats what the
+    /// check itself reports).
+    pub(crate) fn drop_code(&mut self, code: &str) {
+        self.findings.retain(|f| f.code != code);
     }
 
     /// Prefixes the messages of the findings that follow (`step 2`), for
@@ -605,10 +652,7 @@ impl Check {
                 .find(|f| !f.is_error())
                 .map(|f| format!("{}: {}", f.code, f.message))
                 .unwrap_or_default();
-            let more = match warnings {
-                1 => String::new(),
-                n => format!(" (and {} more warnings)", n - 1),
-            };
+            let more = more_warnings(warnings);
             (Status::Warn, format!("{first}{more}"))
         } else {
             (Status::Pass, self.verified.join("; "))
@@ -623,5 +667,24 @@ impl Check {
             findings: self.findings,
             duration_ms: u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX),
         }
+    }
+}
+
+/// What follows the first of `warnings` warnings in a check's summary.
+fn more_warnings(warnings: usize) -> String {
+    match warnings {
+        0 | 1 => String::new(),
+        2 => " (and 1 more warning)".to_owned(),
+        n => format!(" (and {} more warnings)", n - 1),
+    }
+}
+
+#[cfg(test)]
+mod summary_tests {
+    #[test]
+    fn one_more_warning_is_singular() {
+        assert_eq!(super::more_warnings(1), "");
+        assert_eq!(super::more_warnings(2), " (and 1 more warning)");
+        assert_eq!(super::more_warnings(3), " (and 2 more warnings)");
     }
 }

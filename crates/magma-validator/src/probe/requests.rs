@@ -110,12 +110,17 @@ pub(crate) fn ordering(request_id: &str) -> Option<AgentRequest> {
     AgentRequest::new(request_id, vec![a, b]).ok()
 }
 
-/// A request with a memory of about `bytes` bytes.
-pub(crate) fn large(request_id: &str, bytes: usize) -> Option<AgentRequest> {
+/// About `bytes` bytes of filler, for a memory's `probe_bulk` key.
+pub(crate) fn bulk(bytes: usize) -> Json {
     let chunk = "0123456789abcdef".repeat(64); // 1 KiB
     let n = (bytes / chunk.len()).max(1);
+    Json::Array(vec![Json::String(chunk); n])
+}
+
+/// A request with a memory of about `bytes` bytes.
+pub(crate) fn large(request_id: &str, bytes: usize) -> Option<AgentRequest> {
     let mut memory = initial_memory();
-    memory.insert("probe_bulk", Json::Array(vec![Json::String(chunk); n]));
+    memory.insert("probe_bulk", bulk(bytes));
     let input = bench_input(0, AgentInstruction::user("Press sw0."), memory);
     AgentRequest::new(request_id, vec![input]).ok()
 }

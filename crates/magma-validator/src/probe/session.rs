@@ -44,6 +44,10 @@ pub(crate) struct Tally {
 #[derive(Debug)]
 pub(crate) struct Session {
     client: Client,
+    /// For the calls made side by side ([`post_json_at_once`](Self::post_json_at_once)):
+    /// each answer is limited to a [`AT_ONCE`](super::checks::AT_ONCE)th of
+    /// `max_response_bytes`, so that all of them together stay within it.
+    client_at_once: Client,
     pub(crate) config: ProbeConfig,
     headers: Vec<(HeaderName, HeaderValue)>,
     seq: u64,
@@ -57,6 +61,8 @@ pub(crate) struct Session {
     pub(crate) coaching: CoachingState,
     /// When the run must be over.
     pub(crate) deadline: Instant,
+    /// The concurrency checks' shared measurement, once made.
+    pub(crate) busy: Option<super::checks::BusyRun>,
 }
 
 /// The coaching side of a probe run.
@@ -70,6 +76,12 @@ pub(crate) struct CoachingState {
     pub(crate) resume: bool,
     /// The run id of the session the probe opened, once open.
     pub(crate) run_id: Option<String>,
+    /// Every proposal of the agent's `corrected` repairs, with the request
+    /// it answered: `coaching/reinject` sends them back as GEN does.
+    pub(crate) proposals: Vec<(
+        magma_protocol::coaching::SpecializedCoachingRequest,
+        magma_protocol::coaching::CoachingProposal,
+    )>,
 }
 
 /// `Name: value` as a header, or why not.
@@ -121,11 +133,18 @@ impl Session {
                 parse_header(n, v).map_err(|e| ProbeError::Config(format!("--header: {e}")))
             })
             .collect::<Result<Vec<_>, _>>()?;
+        let at_once = u64::try_from(super::checks::AT_ONCE).unwrap_or(1);
+        let client_at_once = builder
+            .clone()
+            .max_response_bytes((config.max_response_bytes / at_once).max(1))
+            .build()
+            .map_err(|e| ProbeError::Config(e.to_string()))?;
         let client = builder
             .build()
             .map_err(|e| ProbeError::Config(e.to_string()))?;
         Ok(Session {
             client,
+            client_at_once,
             config: config.clone(),
             headers,
             seq: 0,
@@ -135,6 +154,7 @@ impl Session {
             agent: None,
             tally: Tally::default(),
             coaching: CoachingState::default(),
+            busy: None,
             deadline: Instant::now()
                 .checked_add(config.effective_deadline())
                 .unwrap_or_else(|| Instant::now() + Duration::from_secs(86_400 * 365)),
@@ -157,7 +177,31 @@ impl Session {
     }
 
     /// Sends `request` with the user's headers.
-    pub(crate) fn call(&self, mut request: RawRequest) -> Result<RawResponse, magma_client::Error> {
+    pub(crate) fn call(&self, request: RawRequest) -> Result<RawResponse, magma_client::Error> {
+        self.call_on(&self.client, request)
+    }
+
+    /// Like [`post_json`](Self::post_json), for one of several calls made
+    /// at once from other threads: the answer may be at most a
+    /// [`AT_ONCE`](super::checks::AT_ONCE)th of `max_response_bytes`.
+    pub(crate) fn post_json_at_once(
+        &self,
+        path: &str,
+        body: String,
+    ) -> Result<RawResponse, magma_client::Error> {
+        self.call_on(
+            &self.client_at_once,
+            RawRequest::post(path)
+                .header(ACCEPT, HeaderValue::from_static("application/json"))
+                .json(body),
+        )
+    }
+
+    fn call_on(
+        &self,
+        client: &Client,
+        mut request: RawRequest,
+    ) -> Result<RawResponse, magma_client::Error> {
         for (name, value) in &self.headers {
             request.headers_mut().insert(name.clone(), value.clone());
         }
@@ -167,7 +211,7 @@ impl Session {
         if left < self.config.timeout {
             request = request.timeout(left);
         }
-        self.client.execute(request)
+        client.execute(request)
     }
 
     pub(crate) fn get(&self, path: &str) -> Result<RawResponse, magma_client::Error> {
@@ -220,7 +264,19 @@ impl Session {
         request: &AgentRequest,
         body: String,
     ) -> Option<AgentResponse> {
-        let answer = match self.post_json("/v1/responses", body) {
+        let answer = self.post_json("/v1/responses", body);
+        self.judge_answer(check, request, answer)
+    }
+
+    /// Checks an answer to `request` sent earlier (by another thread, for
+    /// the concurrency checks) as [`respond`](Self::respond) does.
+    pub(crate) fn judge_answer(
+        &mut self,
+        check: &mut Check,
+        request: &AgentRequest,
+        answer: Result<RawResponse, magma_client::Error>,
+    ) -> Option<AgentResponse> {
+        let answer = match answer {
             Ok(a) => a,
             Err(e) => {
                 check.push(transport_finding(&e));
@@ -240,10 +296,7 @@ impl Session {
                     ),
                 )
                 .with_impact(RESPONSES_STATUS_IMPACT)
-                .with_fix(
-                    "answer every valid request with 200 and a JSON array; report a failure \
-                     of one candidate as an error candidate in place, not as an HTTP error",
-                ),
+                .with_fix(status_fix(answer.status().as_u16(), answer.body())),
             );
             return None;
         }
@@ -431,6 +484,31 @@ pub(crate) fn tls_error(why: &str, config: &ProbeConfig) -> ProbeError {
         hint: hint.to_owned(),
     }
 }
+
+/// How to fix a non-200 answer to a valid request: a 500 that says the agent
+/// returned the wrong number of candidates (magma-server's) is a miscount,
+/// not a failure to report as an error candidate.
+pub(crate) fn status_fix(status: u16, body: &[u8]) -> &'static str {
+    if is_miscount(status, body) {
+        MISCOUNT_FIX
+    } else {
+        "answer every valid request with 200 and a JSON array; report a failure of one \
+         candidate as an error candidate in place, not as an HTTP error"
+    }
+}
+
+/// Whether a non-200 answer says the agent returned the wrong number of
+/// candidates (magma-server's 500, or the reference's validation message).
+pub(crate) fn is_miscount(status: u16, body: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(body);
+    status == 500
+        && (text.contains("wrong number of candidates") || text.contains("candidates must match"))
+}
+
+/// How to fix a miscount.
+pub(crate) const MISCOUNT_FIX: &str = "the agent returned the wrong number of candidates: give every input exactly \
+     num_outputs candidates (respond returns num_outputs of them; respond_batch one list \
+     of num_outputs per input, in request order)";
 
 #[cfg(test)]
 mod tests {

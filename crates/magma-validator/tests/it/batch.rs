@@ -70,6 +70,24 @@ fn protocol_verdict(kind: &str, doc: &str, request: Option<&str>) -> (&'static s
             .map_err(first),
         "internal_step" => InternalStep::from_slice(doc).map(drop).map_err(first),
         "replace_say" => ReplaceSay::from_slice(doc).map(drop).map_err(first),
+        "situation_link" => magma_protocol::export::SituationLink::from_slice(doc)
+            .map(drop)
+            .map_err(first),
+        "candidate_record" => magma_protocol::export::CandidateRecord::from_slice(doc)
+            .map(drop)
+            .map_err(first),
+        "situation_record" => magma_protocol::export::SituationRecord::from_slice(doc)
+            .map(drop)
+            .map_err(first),
+        "export_example" => magma_protocol::export::ExportExample::from_slice(doc)
+            .map(drop)
+            .map_err(first),
+        "export_record" => magma_protocol::export::ExportRecord::from_slice(doc)
+            .map(drop)
+            .map_err(first),
+        "export_result" => magma_protocol::export::ExportResult::from_slice(doc)
+            .map(drop)
+            .map_err(first),
         "coaching_exchange" => {
             match SpecializedCoachingRequest::from_slice(request.unwrap().as_bytes()) {
                 Err(e) => Err(format!("request:{}", reason(e.first()))),
@@ -169,6 +187,10 @@ fn verdicts_equal_magma_protocol_on_every_fixture_case() {
 }
 
 #[test]
+#[cfg_attr(
+    public_corpus_missing,
+    ignore = "skipped: no public corpus (shared/conformance/public.jsonl beside the repository) when built; set MAGMA_PUBLIC_CORPUS to check it"
+)]
 fn public_corpus_if_present_verdicts_agree_outside_deviation_families() {
     let Some(path) = public_corpus(env!("CARGO_MANIFEST_DIR")) else {
         return;
@@ -177,6 +199,10 @@ fn public_corpus_if_present_verdicts_agree_outside_deviation_families() {
 }
 
 #[test]
+#[cfg_attr(
+    coaching_corpus_missing,
+    ignore = "skipped: no coaching corpus (shared/conformance/coaching-public.jsonl beside the repository) when built; set MAGMA_COACHING_CORPUS to check it"
+)]
 fn coaching_corpus_if_present_verdicts_agree_outside_deviation_families() {
     let Some(path) = coaching_corpus(env!("CARGO_MANIFEST_DIR")) else {
         return;

@@ -421,6 +421,62 @@ fn coaching_documents_pass_check_when_valid() {
 }
 
 #[test]
+fn a_wrapped_proposal_warns_and_full_historys_shape_is_silent() {
+    // full-history's coach: the proposal's extra_keys is the payload itself.
+    let full_history = br#"{"request_id": "r1", "status": "corrected", "proposals": [
+        {"reinjection_point_id": "replacement", "extra_keys": {"kind": "replace_decision",
+         "decision": {"say": "", "tool_calls": [{"name": "press_button", "arguments": {"id": "sw1"},
+                                                 "target_robot_name": "panda"}]}}},
+        {"reinjection_point_id": "recovery", "extra_keys": {"kind": "replace_say", "text": "Done."}}]}"#;
+    let (exit, report) = json_report(&["check", "--kind", "coaching_response", "-"], full_history);
+    assert_eq!((exit, triples(&report)), (0, vec![]), "{report:#}");
+
+    let wrapped = br#"{"request_id": "r1", "status": "corrected", "proposals": [
+        {"reinjection_point_id": "replacement",
+         "extra_keys": {"coaching": {"kind": "replace_say", "text": "Done."}}},
+        {"reinjection_point_id": "recovery", "extra_keys": {"text": "Done."}},
+        {"reinjection_point_id": "other", "extra_keys": {"kind": "replace_decision",
+         "decision": {"say": "Done.", "tool_calls": [{"name": "n", "target_robot_name": "r"}]}}},
+        {"reinjection_point_id": "own", "extra_keys": {"kind": "retry_with_plan", "plan": 1}}]}"#;
+    let (exit, report) = json_report(&["check", "--kind", "coaching_response", "-"], wrapped);
+    assert_eq!(exit, 0, "lints are warnings: {report:#}");
+    assert_eq!(
+        triples(&report),
+        [
+            t("warning", "proposal_payload", "proposals[0].extra_keys"),
+            t("warning", "proposal_payload", "proposals[1].extra_keys"),
+            t("warning", "proposal_payload", "proposals[2].extra_keys"),
+        ]
+    );
+    let messages: Vec<&str> = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["message"].as_str().unwrap())
+        .collect();
+    assert!(
+        messages[0].contains("wraps its payload in a \"coaching\" key")
+            && messages[0].contains(
+                r#"GEN will send extra_keys.coaching = {"coaching": {"kind": "replace_say", "text": "Done."}}"#
+            ),
+        "{}",
+        messages[0]
+    );
+    assert!(messages[1].contains("has no \"kind\""), "{}", messages[1]);
+    assert!(
+        messages[2].contains("exactly one of a non-empty say or tool calls"),
+        "{}",
+        messages[2]
+    );
+    assert!(
+        report["findings"][0]["impact"]
+            .as_str()
+            .unwrap()
+            .contains("_create_injected_node")
+    );
+}
+
+#[test]
 fn a_coaching_reply_is_checked_against_its_request() {
     let dir = TempDir::new("coaching-exchange");
     let request = dir.file("request.json", COACHING_REQUEST.as_bytes());
@@ -436,7 +492,7 @@ fn a_coaching_reply_is_checked_against_its_request() {
     let good = dir.file(
         "good.json",
         br#"{"request_id": "r1", "status": "corrected",
-            "proposals": [{"reinjection_point_id": "replacement", "extra_keys": {}}]}"#,
+            "proposals": [{"reinjection_point_id": "replacement", "extra_keys": {"kind": "replace_say", "text": "hi"}}]}"#,
     );
     let exchange = |reply: &str| {
         json_report(
@@ -527,5 +583,50 @@ fn request_goes_with_response_kinds_only() {
         stderr(&out).contains("--request goes with"),
         "{}",
         stderr(&out)
+    );
+}
+
+/// A trailing comma keeps the reference's words and location, and the
+/// finding says it is a trailing comma (not a byte order mark or NaN) and
+/// where the comma is, also when the bracket is on the next line.
+#[test]
+fn a_trailing_comma_is_named_as_such() {
+    let doc = "{\"request_id\": \"r\", \"inputs\": [\n  {\"id\": 0, \"instruction\": {\"type\": \"user\", \"content\": \"hi\"}},\n]}";
+    let out = run(&["check", "--kind", "request", "-"], doc.as_bytes());
+    assert_eq!(code(&out), 1, "{}", stdout(&out));
+    let text = stdout(&out);
+    assert!(text.contains("json_invalid"), "{text}");
+    assert!(
+        text.contains(
+            "a trailing comma: the ',' at line 2 column 62 is followed by ']', and JSON allows no comma before a closing bracket"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("remove the ',' at line 2 column 62"),
+        "{text}"
+    );
+    assert!(!text.contains("byte order mark"), "{text}");
+    // On one line, before a `}`.
+    let (_, report) = json_report(
+        &["check", "--kind", "health", "-"],
+        br#"{"status": "ready", }"#,
+    );
+    let finding = &report["findings"][0];
+    assert!(
+        finding["message"]
+            .as_str()
+            .unwrap()
+            .contains("the ',' at line 1 column 19 is followed by '}'"),
+        "{finding}"
+    );
+    // Another syntax error keeps the general fix.
+    let (_, report) = json_report(&["check", "--kind", "health", "-"], br#"{"status": }"#);
+    assert!(
+        !report["findings"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("trailing comma"),
+        "{report}"
     );
 }

@@ -11,18 +11,18 @@ use magma_server::Config;
 use magma_server::demo::DemoAgent;
 use magma_testkit::stub::{Options, Recorded, Reply, StubServer};
 use magma_validator::magma_protocol::coaching::{
-    CoachingPayload, CoachingProposal, CoachingSessionConfig, SpecializedCoachingRequest,
-    SpecializedCoachingResponse,
+    CoachingPayload, CoachingProposal, CoachingSessionConfig, ReplaceSay,
+    SpecializedCoachingRequest, SpecializedCoachingResponse,
 };
 use magma_validator::magma_protocol::{
-    AgentDecision, AgentRequest, AgentResponse, Candidate, Json, Object,
+    AgentDecision, AgentError, AgentRequest, AgentResponse, Candidate, Json, Object,
 };
 use serde_json::Value;
 
 use crate::probe_live::RealServer;
 use crate::support::{check, findings, probe};
 
-const COACHING_CHECKS: [&str; 11] = [
+const COACHING_CHECKS: [&str; 12] = [
     "coaching/open",
     "coaching/open-again",
     "coaching/conflict",
@@ -31,6 +31,7 @@ const COACHING_CHECKS: [&str; 11] = [
     "coaching/suboptimal",
     "coaching/format",
     "coaching/resume",
+    "coaching/reinject",
     "coaching/close-waits",
     "coaching/close",
     "coaching/close-again",
@@ -50,6 +51,9 @@ enum Fault {
     BreaksValidateRequest,
     /// Advertises coaching_resume, answers as if extra_keys.coaching were absent.
     IgnoresReplaceSay,
+    /// The coach wraps each payload in a `coaching` key (the demo's shape
+    /// before it was fixed), so GEN re-injects `extra_keys.coaching.coaching`.
+    WrapsProposals,
 }
 
 #[derive(Default)]
@@ -162,11 +166,13 @@ async fn handle(fault: Fault, sessions: Sessions, req: Recorded) -> Reply {
                 .reinjection_points()
                 .iter()
                 .map(|p| {
-                    let mut keys = Object::new();
-                    let payload =
-                        Json::from_slice(br#"{"kind":"replace_say","text":"fixed"}"#).unwrap();
-                    keys.insert("coaching", payload);
-                    CoachingProposal::new(p.id(), keys)
+                    let payload = ReplaceSay::new("fixed").unwrap();
+                    if fault == Fault::WrapsProposals {
+                        let mut keys = Object::new();
+                        keys.insert("coaching", Json::Object(payload.to_object()));
+                        return CoachingProposal::raw(p.id(), keys);
+                    }
+                    CoachingProposal::new(p.id(), payload)
                 })
                 .collect();
             let response = SpecializedCoachingResponse::corrected(id, proposals).unwrap();
@@ -178,14 +184,25 @@ async fn handle(fault: Fault, sessions: Sessions, req: Recorded) -> Reply {
                 Err(e) => return json(422, e.to_fastapi_body().to_json_string()),
             };
             let response = AgentResponse::build(&request, |input, _| {
+                let ordinary = || AgentDecision::say(format!("ok: {}", input.instruction.content));
                 let coached = CoachingPayload::from_extra_keys(&input.extra_keys);
                 let decision = match coached {
-                    Some(Ok(CoachingPayload::ReplaceSay(say)))
-                        if fault != Fault::IgnoresReplaceSay =>
-                    {
+                    _ if fault == Fault::IgnoresReplaceSay => ordinary(),
+                    None => ordinary(),
+                    Some(Ok(CoachingPayload::ReplaceSay(say))) => {
                         AgentDecision::say(say.text.as_str())
                     }
-                    _ => AgentDecision::say(format!("ok: {}", input.instruction.content)),
+                    Some(Ok(CoachingPayload::ReplaceDecision(decision))) => decision,
+                    // A payload this agent cannot read: an error candidate,
+                    // as full-history and the demo answer.
+                    Some(Ok(other)) => {
+                        let e = AgentError::new("invalid_output", other.kind().to_owned());
+                        return Candidate::new(input.memory.clone(), e);
+                    }
+                    Some(Err(e)) => {
+                        let e = AgentError::new("invalid_output", e.to_string());
+                        return Candidate::new(input.memory.clone(), e);
+                    }
                 };
                 Candidate::new(input.memory.clone(), decision)
             });
@@ -325,4 +342,39 @@ fn coaching_resume_advertised_but_replace_say_ignored() {
         "coaching_ignored",
         "extra_keys.coaching asked to say",
     );
+}
+
+#[test]
+fn proposals_wrapped_in_a_coaching_key_fail_the_reinjection() {
+    assert_fails(
+        Fault::WrapsProposals,
+        "coaching/reinject",
+        "proposal_not_applied",
+        "extra_keys.coaching = {\"coaching\":",
+    );
+    let (_, report) = probe_fake(Fault::WrapsProposals);
+    let c = check(&report, "coaching/reinject");
+    let fix = c["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["code"] == "proposal_not_applied")
+        .and_then(|f| f["fix"].as_str())
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        fix.contains("so GEN sent extra_keys.coaching = {\"coaching\": {...}}")
+            && fix.contains("payload itself"),
+        "the fix says what GEN sends: {c:#}"
+    );
+    // Every repair check warns on the wrapped proposals it got.
+    for kind in ["coaching/failure", "coaching/suboptimal", "coaching/format"] {
+        let c = check(&report, kind);
+        assert!(
+            findings(c)
+                .iter()
+                .any(|(code, _, msg)| code == "proposal_payload" && msg.contains("wraps")),
+            "{kind}: {c:#}"
+        );
+    }
 }

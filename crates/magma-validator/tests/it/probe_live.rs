@@ -144,3 +144,56 @@ fn bad_flags_are_usage_errors() {
         assert!(!stderr(&out).is_empty());
     }
 }
+
+/// An agent that returns one candidate fewer than asked for: magma-server
+/// answers 500, and the probe's fix says to return `num_outputs` candidates
+/// (not to report failures as error candidates, which does not fit).
+#[test]
+fn a_500_for_a_candidate_miscount_gets_the_miscount_fix() {
+    use magma_server::{Agent, AgentDecision, AgentInfo, AgentInput, Candidate, Rejection};
+    struct Miscount;
+    impl Agent for Miscount {
+        fn info(&self) -> AgentInfo {
+            AgentInfo::new("miscount", "0.1.0")
+        }
+        async fn respond(&self, input: &AgentInput) -> Result<Vec<Candidate>, Rejection> {
+            let n = input.num_outputs.get() as usize - 1;
+            Ok(vec![
+                Candidate::new(
+                    input.memory.clone(),
+                    AgentDecision::say("hi")
+                );
+                n
+            ])
+        }
+    }
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let _background = Background::spawn(move |stop| async move {
+        let server = Server::from_listener(listener, Config::default()).expect("magma-server");
+        server.serve(Miscount, stop).await;
+    });
+    let (exit, report, stderr) = probe(&format!("http://{addr}"), &[]);
+    assert_eq!(exit, 1, "{stderr}");
+    let fixes: Vec<String> = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|c| c["findings"].as_array().cloned().unwrap_or_default())
+        .filter(|f| {
+            f["code"] == "http_status"
+                && f["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("wrong number of candidates"))
+        })
+        .map(|f| f["fix"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(!fixes.is_empty(), "{report:#}");
+    for fix in fixes {
+        assert!(
+            fix.starts_with("the agent returned the wrong number of candidates"),
+            "{fix}"
+        );
+        assert!(!fix.contains("error candidate"), "{fix}");
+    }
+}

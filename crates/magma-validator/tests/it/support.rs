@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use magma_testkit::stub::{Options, Reply, StubServer};
 use magma_validator::magma_protocol::{
-    AgentDecision, AgentError, AgentInput, AgentRequest, AgentResponse, Candidate, NonEmptyString,
-    Object, ToolCall,
+    AgentDecision, AgentError, AgentInput, AgentRequest, AgentResponse, Candidate, Json,
+    NonEmptyString, Object, ToolCall,
 };
 use serde_json::Value;
 
@@ -88,6 +88,26 @@ pub(crate) enum Fault {
 /// The header `Fault::RequiresAuthorization` wants.
 pub(crate) const AUTHORIZATION: &str = "Bearer s3cret";
 
+/// `extra_keys.inference_mode` is `true`.
+pub(crate) fn inference_mode(input: &AgentInput) -> bool {
+    input.extra_keys.get("inference_mode") == Some(&Json::Bool(true))
+}
+
+/// The longest `extra_keys.delay_ms` of a request body's inputs.
+pub(crate) fn delay_ms(body: &[u8]) -> Option<Duration> {
+    let request = AgentRequest::from_slice(body).ok()?;
+    request
+        .inputs()
+        .iter()
+        .filter_map(|i| {
+            i.extra_keys
+                .get("delay_ms")
+                .and_then(|d| d.as_number()?.as_u64())
+        })
+        .max()
+        .map(Duration::from_millis)
+}
+
 fn first_tool(input: &AgentInput) -> String {
     input
         .tool_names()
@@ -96,7 +116,7 @@ fn first_tool(input: &AgentInput) -> String {
         .unwrap_or_else(|| "cancel_current_action".to_owned())
 }
 
-fn decision(fault: Fault, input: &AgentInput) -> AgentDecision {
+fn decision(fault: Fault, input: &AgentInput, k: u64) -> AgentDecision {
     match fault {
         Fault::EmptyDecision => AgentDecision::default(),
         Fault::SayWithToolCalls => {
@@ -115,6 +135,10 @@ fn decision(fault: Fault, input: &AgentInput) -> AgentDecision {
                 }]
                 .into(),
             }
+        }
+        // Branches sample (a model would), unless inference_mode is true.
+        _ if k > 0 && !inference_mode(input) => {
+            AgentDecision::say(format!("ok: {} (branch {k})", input.instruction.content))
         }
         _ => AgentDecision::say(format!("ok: {}", input.instruction.content)),
     }
@@ -147,7 +171,7 @@ fn responses(fault: Fault, body: &[u8]) -> Reply {
                 AgentError::new(code, "the model provider refused the call"),
             );
         }
-        Candidate::new(input.memory.clone(), decision(fault, input))
+        Candidate::new(input.memory.clone(), decision(fault, input, k))
     });
     let mut v: Value = serde_json::from_str(&response.to_json_string()).unwrap();
     let items = v.as_array_mut().unwrap();
@@ -267,6 +291,12 @@ pub(crate) fn agent_server_with(
         let reply = handle(fault, &req.method, req.path_only(), &req.body);
         match fault {
             Fault::Slow if req.method == "POST" => reply.after(Duration::from_millis(300)),
+            // A model's latency on request (`extra_keys.delay_ms`), as the
+            // demo agent imitates it: the concurrency checks measure that.
+            _ if req.method == "POST" => match delay_ms(&req.body) {
+                Some(delay) => reply.after(delay),
+                None => reply,
+            },
             // Longer than any test runs: the stub server drops it on stop.
             Fault::HangsOnPost if req.method == "POST" => reply.after(Duration::from_secs(3600)),
             _ => reply,

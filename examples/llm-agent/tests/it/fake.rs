@@ -16,6 +16,10 @@
 //! | `#both` | a call of the first tool on every robot the tool's enum lists, and text |
 //! | anything else, with tools | a call of the first tool on the first robot |
 //! | anything else, without tools | `echo: <message>` |
+//!
+//! Like a model, it samples when asked to (a `temperature` above 0 and no
+//! `seed`): then the last two answers are, at random, the one above or
+//! another valid one (the call on the second robot; `echo (sampled): ...`).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -254,6 +258,13 @@ async fn complete(body: &[u8], state: &State) -> Option<(u16, String)> {
                "function": {"name": name, "arguments": arguments}})
     };
     let text = |content: &str| reply(Json::from(content), Vec::new());
+    let sampling = payload
+        .get("temperature")
+        .and_then(Json::as_number)
+        .and_then(|t| t.as_f64())
+        .is_some_and(|t| t > 0.0)
+        && payload.get("seed").is_none();
+    let other = sampling && coin();
     let answer = if last.contains("#hangup") {
         return None;
     } else if last.contains("#429") {
@@ -299,12 +310,26 @@ async fn complete(body: &[u8], state: &State) -> Option<(u16, String)> {
             .collect();
         reply(Json::from("On it."), calls)
     } else if let Some(name) = tool_name.as_deref() {
-        let args = json!({"target_robot": first_robot.as_str()}).to_json_string();
+        let robot = match robots.get(1) {
+            Some(second) if other => second.as_str(),
+            _ => first_robot.as_str(),
+        };
+        let args = json!({"target_robot": robot}).to_json_string();
         reply(Json::Null, vec![call(name, &args)])
+    } else if other {
+        text(&format!("echo (sampled): {last}"))
     } else {
         text(&format!("echo: {last}"))
     };
     Some((200, answer.to_json_string()))
+}
+
+/// A random bit, for sampling.
+fn coin() -> bool {
+    use std::hash::BuildHasher;
+    static N: AtomicUsize = AtomicUsize::new(0);
+    std::collections::hash_map::RandomState::new().hash_one(N.fetch_add(1, Ordering::Relaxed)) & 1
+        == 1
 }
 
 fn reply(content: Json, tool_calls: Vec<Json>) -> Json {

@@ -457,8 +457,14 @@ fn health_answers_503_until_the_provider_answers_then_the_probe_passes() {
     provider.open_models();
     client.wait_ready(Duration::from_secs(30)).unwrap();
 
-    let report = magma_validator::probe::run(&magma_validator::probe::ProbeConfig::new(&agent.url))
-        .expect("the probe runs");
+    // `#slow` makes the fake provider think 300 ms: the concurrency checks
+    // have something to measure.
+    let slow = magma_validator::probe::parse_slow_input(
+        r##"{"id": 0, "instruction": {"type": "user", "content": "#slow"}}"##,
+    )
+    .unwrap();
+    let config = magma_validator::probe::ProbeConfig::new(&agent.url).slow_input(slow);
+    let report = magma_validator::probe::run(&config).expect("the probe runs");
     let failed: Vec<String> = report
         .checks
         .iter()
@@ -467,6 +473,18 @@ fn health_answers_503_until_the_provider_answers_then_the_probe_passes() {
         .collect();
     assert!(report.is_conformant(), "probe failures: {failed:#?}");
     assert!(report.summary.passed > 10, "{:?}", report.summary);
+    // The behaviour checks pass: no hidden state, sampled branches,
+    // deterministic inference_mode, served side by side.
+    for name in [
+        "state/hidden",
+        "branches/identical",
+        "concurrency/health-while-busy",
+        "concurrency/parallel",
+        "concurrency/memory-isolation",
+    ] {
+        let c = report.check(name).unwrap();
+        assert_eq!(c.status.as_str(), "pass", "{c:#?}");
+    }
 }
 
 #[test]
@@ -487,5 +505,52 @@ fn a_refused_api_key_stops_the_agent_with_status_1() {
     assert!(
         log.contains("start-up failed: the provider refused the API key (401"),
         "{log}"
+    );
+}
+
+/// The operator is told when the provider goes down: the agent still answers
+/// 200 with error candidates, and its log has a warning naming the code and
+/// the provider's address (the one that refused) from the first request;
+/// `/metrics` counts the error candidates by code.
+#[test]
+fn a_provider_that_goes_down_is_a_warning_with_its_address_and_a_metric() {
+    let provider = FakeProvider::start(true);
+    let base_url = provider.base_url();
+    let address = format!("127.0.0.1:{}", provider.port);
+    let mut agent = AgentProcess::start(&provider, &["--metrics"]);
+    let client = agent.ready_client();
+    drop(provider); // nothing listens there any more
+    let r = client
+        .respond(&robot_request("user", "hello", 2, true))
+        .unwrap();
+    for c in r.candidates() {
+        let error = c.outcome.error().expect("an error candidate");
+        assert_eq!(error.code.as_str(), "transport_error");
+        assert!(
+            error.message.contains(&format!(
+                "connection refused (is the server at {address} running?)"
+            )),
+            "{}",
+            error.message.as_str()
+        );
+        assert!(
+            error.message.contains(&base_url),
+            "{}",
+            error.message.as_str()
+        );
+    }
+    let line = agent.wait_for_log("error candidates:");
+    assert!(line.contains("WARN"), "{line}");
+    assert!(line.contains("code=\"transport_error\""), "{line}");
+    assert!(line.contains("count=2"), "{line}");
+    assert!(line.contains(&base_url), "{line}");
+    let metrics = client
+        .execute(magma_client::RawRequest::get("/metrics"))
+        .unwrap();
+    let text = String::from_utf8_lossy(metrics.body());
+    assert!(
+        text.lines()
+            .any(|l| l == r#"magma_error_candidates_total{code="transport_error"} 2"#),
+        "{text}"
     );
 }

@@ -37,93 +37,13 @@
 //! let fix = ReplaceSay::new("Hello!").unwrap();
 //! let reply = SpecializedCoachingResponse::corrected(
 //!     "r1",
-//!     vec![CoachingProposal::new("p7", fix.to_object())],
+//!     vec![CoachingProposal::new("p7", fix)],
 //! ).unwrap();
 //! reply.validate_request(&request).unwrap();
 //! assert!(reply.to_json_string().contains(r#""status":"corrected""#));
 //! ```
 //!
 //! [`Json`]: crate::Json
-
-/// The parsing, validating and writing entry points every coaching
-/// document has: `from_slice`, `from_json`, `to_json_string`, `FromStr`,
-/// serde's `Serialize` (through the direct writer, so both give the same
-/// bytes) and `Deserialize` (validating). With a fourth argument, a direct
-/// reader (`fn(&[u8]) -> Option<Self>`, `None` for anything unusual) that
-/// `from_slice` tries before the exact path.
-macro_rules! document {
-    ($ty:ident, $shape:expr, $validator:expr) => {
-        document!($ty, $shape, $validator, |_: &[u8]| -> Option<$ty> { None });
-    };
-    ($ty:ident, $shape:expr, $validator:expr, $direct:expr) => {
-        impl $ty {
-            /// Parses and validates a body, exactly as the reference would.
-            pub fn from_slice(bytes: &[u8]) -> Result<Self, $crate::error::Error> {
-                if let Some(value) = ($direct)(bytes) {
-                    return Ok(value);
-                }
-                // As every document since issue 20: the first
-                // `MAX_REPORTED_ERRORS` scalars where objects belong are
-                // kept, the rest only counted.
-                let (value, counted) = $crate::json::parse_shaped_counted(
-                    bytes,
-                    $shape,
-                    $crate::limits::READ,
-                    $crate::limits::MAX_REPORTED_ERRORS,
-                )
-                .map_err(|e| $crate::error::Error::from(e).with_model(stringify!($ty)))?;
-                $crate::validate::Validation::document_counted(
-                    stringify!($ty),
-                    value,
-                    counted,
-                    $validator,
-                )
-            }
-
-            /// Validates an already parsed value.
-            pub fn from_json(value: $crate::json::Json) -> Result<Self, $crate::error::Error> {
-                $crate::validate::Validation::document(stringify!($ty), value, $validator)
-            }
-
-            /// Compact JSON, every field emitted in the reference's order,
-            /// free-form values exactly as read.
-            pub fn to_json_string(&self) -> String {
-                $crate::json::to_string(self)
-            }
-        }
-
-        impl std::str::FromStr for $ty {
-            type Err = $crate::error::Error;
-            fn from_str(s: &str) -> Result<Self, Self::Err> {
-                Self::from_slice(s.as_bytes())
-            }
-        }
-
-        impl serde::Serialize for $ty {
-            /// The bytes of `to_json_string` for serde_json's serializers
-            /// (kept free-form text included); the same value as a tree for
-            /// the others.
-            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                if $crate::json::serde::is_serde_json::<S>() {
-                    $crate::json::serde::raw(&$crate::json::to_string(self), s)
-                } else {
-                    serde::Serialize::serialize(
-                        &$crate::json::to_value(self, $crate::limits::READ),
-                        s,
-                    )
-                }
-            }
-        }
-
-        impl<'de> serde::Deserialize<'de> for $ty {
-            /// Deserializes any value and validates it as the reference does.
-            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<$ty, D::Error> {
-                let value = <$crate::json::Json as serde::Deserialize>::deserialize(d)?;
-                $ty::from_json(value).map_err(serde::de::Error::custom)
-            }
-        }
-    };
-}
 
 mod internal_step;
 mod payload;
@@ -133,7 +53,7 @@ mod session;
 mod step;
 
 pub use internal_step::{InternalStep, InternalStepBuilder, InternalStepOrigin};
-pub use payload::{CoachingPayload, ReplaceSay};
+pub use payload::{CoachingPayload, CustomPayload, ReplaceSay};
 pub use request::{CoachingKind, SpecializedCoachingRequest};
 pub use response::{CoachingLog, CoachingProposal, CoachingStatus, SpecializedCoachingResponse};
 pub use session::{CoachingBackendConfig, CoachingSessionConfig};

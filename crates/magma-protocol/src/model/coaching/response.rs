@@ -12,7 +12,7 @@ use crate::validate::{
     non_empty, opt_str, pattern_str, strict_str,
 };
 
-use super::SpecializedCoachingRequest;
+use super::{CoachingPayload, SpecializedCoachingRequest};
 
 /// Where a coaching reply holds free-form objects, for the parser.
 const SHAPE: Shape = Shape::Fields(&[("proposals", Shape::List(&PROPOSAL_SHAPE))]);
@@ -56,24 +56,55 @@ impl std::fmt::Display for CoachingStatus {
     }
 }
 
-/// A repair: what to re-inject at one reinjection point. GEN sends
-/// `extra_keys` back to the agent as `extra_keys.coaching` of an inference
-/// (see [`CoachingPayload`](super::CoachingPayload)).
+/// A repair: what to re-inject at one reinjection point.
+///
+/// `extra_keys` **is the payload itself** (`{"kind": "replace_say", "text":
+/// …}`): GEN re-injects a proposal by copying the point's input and setting
+/// its `extra_keys["coaching"]` to the proposal's `extra_keys`
+/// (`AgentCoachingManager._create_injected_node`), with `num_outputs` 1. Build
+/// proposals with [`CoachingProposal::new`] from a typed
+/// [`CoachingPayload`], so the agent finds at `extra_keys.coaching` a payload
+/// it can read; [`CoachingProposal::raw`] takes any object, for tools that
+/// must carry whatever a coach sent.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CoachingProposal {
     /// The id of one of the request's reinjection points.
     pub reinjection_point_id: String,
-    /// The payload, free-form (e.g. `{"kind":"replace_say","text":…}`).
+    /// The payload, as GEN will send it back in `extra_keys.coaching`.
     pub extra_keys: Object,
 }
 
 impl CoachingProposal {
-    /// A proposal for the point `reinjection_point_id`.
-    pub fn new(reinjection_point_id: impl Into<String>, extra_keys: Object) -> Self {
+    /// A proposal for the point `reinjection_point_id` whose `extra_keys` is
+    /// `payload` (a [`ReplaceSay`](super::ReplaceSay), a
+    /// [`CoachingPayload::replace_decision`], or the agent's own
+    /// [`CustomPayload`](super::CustomPayload)).
+    pub fn new(
+        reinjection_point_id: impl Into<String>,
+        payload: impl Into<CoachingPayload>,
+    ) -> Self {
+        CoachingProposal {
+            reinjection_point_id: reinjection_point_id.into(),
+            extra_keys: payload.into().to_object(),
+        }
+    }
+
+    /// A proposal with any `extra_keys`, unchecked. A proposal GEN can
+    /// re-inject is a payload (see [`CoachingProposal::new`]); `magma-validate
+    /// check --kind coaching_response` warns on one that is not.
+    pub fn raw(reinjection_point_id: impl Into<String>, extra_keys: Object) -> Self {
         CoachingProposal {
             reinjection_point_id: reinjection_point_id.into(),
             extra_keys,
         }
+    }
+
+    /// `extra_keys` read as a payload: what the agent will find at
+    /// `extra_keys.coaching` when GEN re-injects this proposal. An error
+    /// (for example `kind: Field required` for a payload wrapped in a
+    /// `coaching` key) is what the agent's own reader will say.
+    pub fn payload(&self) -> Result<CoachingPayload, Error> {
+        CoachingPayload::from_json(&Json::Object(self.extra_keys.clone()))
     }
 }
 

@@ -1,7 +1,8 @@
 //! The coaching extension, as GEN drives it: open a session, repair
-//! requests of each advertised kind, re-injection of `replace_say` through
-//! `/v1/responses`, close. Every check is skipped when `/v1/info`
-//! advertises no coaching kind (the resume check: no `coaching_resume`).
+//! requests of each advertised kind, re-injection through `/v1/responses`
+//! of a `replace_say` and of the agent's own proposals, close. Every check is
+//! skipped when `/v1/info` advertises no coaching kind (the resume check: no
+//! `coaching_resume`; the re-injection check: no corrected proposal).
 
 use std::thread;
 use std::time::{Duration, Instant};
@@ -9,8 +10,10 @@ use std::time::{Duration, Instant};
 use magma_client::http::header::{ACCEPT, HeaderValue};
 use magma_client::http::{Method, StatusCode};
 use magma_client::{RawRequest, RawResponse};
-use magma_protocol::coaching::{SpecializedCoachingRequest, SpecializedCoachingResponse};
-use magma_protocol::{AgentRequest, Json, Outcome, json};
+use magma_protocol::coaching::{
+    CoachingProposal, SpecializedCoachingRequest, SpecializedCoachingResponse,
+};
+use magma_protocol::{AgentInput, AgentOutput, AgentRequest, Json, Outcome, json};
 
 use super::CheckDef;
 use crate::probe::requests::{self, ROBOT};
@@ -74,6 +77,13 @@ pub(super) const CHECKS: &[CheckDef] = &[
         CheckSeverity::Fail,
         "GEN (text-only rewrites and every re-injected proposal)",
         resume,
+    ),
+    CheckDef::new(
+        "coaching/reinject",
+        "the agent's own proposals, re-injected as GEN does, get the decision each asks for",
+        CheckSeverity::Fail,
+        "GEN (every corrected repair is re-injected through /v1/responses)",
+        reinject,
     ),
     CheckDef::new(
         "coaching/close-waits",
@@ -283,7 +293,7 @@ fn conflict(s: &mut Session, check: &mut Check) {
 }
 
 /// An input as JSON (as GEN's `model_dump(mode='json')` writes it).
-fn input_json(input: &magma_protocol::AgentInput) -> Json {
+fn input_json(input: &AgentInput) -> Json {
     serde_json::to_vec(input)
         .ok()
         .and_then(|bytes| Json::from_slice(&bytes).ok())
@@ -435,10 +445,16 @@ fn repair(s: &mut Session, check: &mut Check, kind: &str) {
     if let Some(response) = post_coaching(s, check, &request) {
         let status = response.status().as_str();
         let proposals = response.proposals().len();
+        check.extend(crate::lint::coaching_response(&response));
         check.verified(format!(
             "status {status}, {proposals} proposal(s), {} log(s)",
             response.logs().len()
         ));
+        for proposal in response.proposals() {
+            s.coaching
+                .proposals
+                .push((request.clone(), proposal.clone()));
+        }
     }
 }
 
@@ -519,6 +535,175 @@ fn resume(s: &mut Session, check: &mut Check) {
              model; or stop advertising coaching_resume",
         ),
     );
+}
+
+const REINJECT_IMPACT: &str = "GEN re-injects every proposal of a corrected repair: it sends \
+     the point's input again with extra_keys.coaching set to the proposal's extra_keys, \
+     unchanged (AgentCoachingManager._create_injected_node), num_outputs 1, and records the \
+     answer as the coached step; an error candidate or another decision loses the repair";
+
+/// The input GEN sends for `proposal`: the point's input, its `extra_keys`
+/// kept and `extra_keys["coaching"]` set to the proposal's `extra_keys`,
+/// `num_outputs` 1, `id` the position in the batch
+/// (`BaseAgentManager._send_coaching_pending`).
+fn reinjected(
+    request: &SpecializedCoachingRequest,
+    proposal: &CoachingProposal,
+    id: i64,
+) -> Option<AgentInput> {
+    let point = request
+        .reinjection_points()
+        .iter()
+        .find(|p| p.id() == proposal.reinjection_point_id)?;
+    let mut input = request.point_input(point)?.clone();
+    input.id = id;
+    input.num_outputs = 1.try_into().ok()?;
+    input
+        .extra_keys
+        .insert("coaching", Json::Object(proposal.extra_keys.clone()));
+    Some(input)
+}
+
+/// Judges the candidate GEN got back for `proposal`; `true` when it is
+/// the decision the payload asks for.
+fn judge(
+    check: &mut Check,
+    at: &str,
+    proposal: &CoachingProposal,
+    candidate: &AgentOutput,
+) -> bool {
+    let sent = crate::report::shorten(
+        &Json::Object(proposal.extra_keys.clone()).to_json_string(),
+        120,
+    );
+    let got = match &candidate.outcome {
+        Outcome::Completed(d) => format!(
+            "a decision saying {:?} with {} tool call(s)",
+            d.say,
+            d.tool_calls.len()
+        ),
+        Outcome::Error(e) => format!("an error candidate ({}: {})", e.code, e.message),
+    };
+    let payload = proposal.payload();
+    let wrong = match (&payload, &candidate.outcome) {
+        (Ok(p), Outcome::Completed(d)) => match p.decision() {
+            Some(asked) if asked != *d => Some(format!(
+                "its {} payload asks for a decision saying {:?} with {} tool call(s); the \
+                 agent answered {got}",
+                p.kind(),
+                asked.say,
+                asked.tool_calls.len()
+            )),
+            _ => None,
+        },
+        (Ok(p), Outcome::Error(_)) => Some(format!("its {} payload came back as {got}", p.kind())),
+        (Err(e), Outcome::Error(_)) => Some(format!(
+            "it is not a payload ({} at {}), and the agent answered {got}",
+            e.first().message(),
+            e.first().location()
+        )),
+        // The agent reads its own odd shape: the lint warns, GEN's loop works.
+        (Err(_), Outcome::Completed(_)) => None,
+    };
+    let Some(wrong) = wrong else {
+        return true;
+    };
+    let wrapped =
+        proposal.extra_keys.get("kind").is_none() && proposal.extra_keys.get("coaching").is_some();
+    let fix = if wrapped {
+        "the proposal wraps its payload in a \"coaching\" key, so GEN sent \
+         extra_keys.coaching = {\"coaching\": {...}}: make the proposal's extra_keys the \
+         payload itself ({\"kind\": \"replace_say\", \"text\": ...} or {\"kind\": \
+         \"replace_decision\", \"decision\": {...}}), which the agent then finds at \
+         extra_keys.coaching (in Rust: CoachingProposal::new(point, payload))"
+    } else {
+        "answer an input whose extra_keys.coaching holds one of the agent's proposals with \
+         exactly the decision it asks for (replace_say: that text and no tool call; \
+         replace_decision: that decision), without calling the model"
+    };
+    check.push(
+        Finding::error(
+            "response",
+            "proposal_not_applied",
+            at,
+            format!(
+                "GEN re-injected proposal {:?} as extra_keys.coaching = {sent}: {wrong}",
+                proposal.reinjection_point_id
+            ),
+        )
+        .with_impact(REINJECT_IMPACT)
+        .with_fix(fix),
+    );
+    false
+}
+
+fn reinject(s: &mut Session, check: &mut Check) {
+    if !advertised(s, check) {
+        return;
+    }
+    let proposals = std::mem::take(&mut s.coaching.proposals);
+    if proposals.is_empty() {
+        check.skip("skipped: no coaching check got a corrected proposal to re-inject");
+        return;
+    }
+    let inputs: Vec<AgentInput> = proposals
+        .iter()
+        .enumerate()
+        .filter_map(|(i, (request, p))| reinjected(request, p, i64::try_from(i).ok()?))
+        .collect();
+    if inputs.len() != proposals.len() {
+        check.push(Finding::error(
+            "coaching_response",
+            "probe",
+            "",
+            "a proposal names a point without an input (validate_request passed)".to_owned(),
+        ));
+        return;
+    }
+    let mut applied = 0;
+    // One by one, as GEN sends a single pending coached node ...
+    for (i, (input, (_, proposal))) in inputs.iter().zip(&proposals).enumerate() {
+        let mut input = input.clone();
+        input.id = 0;
+        let Ok(request) = AgentRequest::new(s.request_id("reinject"), vec![input]) else {
+            return;
+        };
+        let Some(response) = s.respond(check, &request) else {
+            return;
+        };
+        let Some(candidate) = response.candidates().first() else {
+            return;
+        };
+        applied += usize::from(judge(
+            check,
+            &format!("proposal {i} alone: [0]"),
+            proposal,
+            candidate,
+        ));
+    }
+    // ... and batched, as it sends several at once (ids are batch positions).
+    let Ok(request) = AgentRequest::new(s.request_id("reinject-batch"), inputs) else {
+        return;
+    };
+    let Some(response) = s.respond(check, &request) else {
+        return;
+    };
+    for (i, (candidate, (_, proposal))) in response.candidates().iter().zip(&proposals).enumerate()
+    {
+        applied += usize::from(judge(check, &format!("batch: [{i}]"), proposal, candidate));
+    }
+    // An error candidate here is reported as the proposal it lost, with the
+    // fix that fits; the generic error_candidate lint would only repeat it.
+    if applied < 2 * proposals.len() {
+        check.drop_code("error_candidate");
+    }
+    if applied == 2 * proposals.len() {
+        check.verified(format!(
+            "{} proposal(s) re-injected one by one and in one batch: each answered with the \
+             decision it asks for",
+            proposals.len()
+        ));
+    }
 }
 
 fn close_waits(s: &mut Session, check: &mut Check) {

@@ -396,7 +396,13 @@ fn no_content_type(s: &mut Session, check: &mut Check) {
                 "BENCH and GEN always send application/json and are not affected; a client \
                  that omits the header sees an agent crash instead of a clear refusal",
             )
-            .with_fix("accept the body as JSON, or answer 415"),
+            .with_fix(
+                if crate::probe::session::is_miscount(a.status().as_u16(), a.body()) {
+                    crate::probe::session::MISCOUNT_FIX
+                } else {
+                    "accept the body as JSON, or answer 415"
+                },
+            ),
         ),
     }
 }

@@ -1,14 +1,19 @@
 //! Every check, defined once (name, title, severity, consumers, run
 //! function) in one registry, by theme: the endpoints around inference
-//! ([`endpoints`]), inference itself ([`inference`]), invalid requests
-//! ([`invalid`]), the coaching extension ([`coaching`]) and the suite-level
-//! verdicts ([`suite`]).
+//! ([`endpoints`]), inference itself ([`inference`]), answers that depend on
+//! more than the request ([`state`]), the agent under load
+//! ([`concurrency`]), invalid requests ([`invalid`]), the coaching extension
+//! ([`coaching`]) and the suite-level verdicts ([`suite`]).
 
 mod coaching;
+mod concurrency;
 mod endpoints;
 mod inference;
 mod invalid;
+mod state;
 mod suite;
+
+pub(crate) use concurrency::{AT_ONCE, BusyRun};
 
 use std::collections::HashMap;
 
@@ -67,6 +72,8 @@ fn registry() -> impl Iterator<Item = &'static CheckDef> {
     endpoints::FIRST
         .iter()
         .chain(inference::CHECKS)
+        .chain(state::CHECKS)
+        .chain(concurrency::CHECKS)
         .chain(coaching::CHECKS)
         .chain(invalid::CHECKS)
         .chain(endpoints::LAST)
