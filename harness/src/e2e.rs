@@ -121,9 +121,9 @@ const GEN_STALL_TIMEOUT_SECS: &str = "90";
 const PROGRAM_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// The venv with the full MAGMA stack (`harness/python/requirements-e2e.txt`:
-/// magma-core[simulation], magma-bench, magma-gen, magma-scenarios, SAPIEN,
+/// `magma-core[simulation]`, magma-bench, magma-gen, magma-scenarios, SAPIEN,
 /// mani-skill, torch, at exact top-level versions), created under
-/// `target/xtask/venv-e2e` from the registries on first use (about 2 minutes,
+/// `target/xtask/venv-e2e` from the registries on first use (2-4 minutes,
 /// 6.5 GB) and reused while the requirements file and the interpreter stay
 /// the same. Returns the venv's Python.
 pub fn full_venv() -> Result<PathBuf> {
