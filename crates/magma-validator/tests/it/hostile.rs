@@ -78,6 +78,12 @@ struct Measured {
 /// Runs the binary with `args` and reads its peak resident memory
 /// (`VmHWM`, a high-water mark: any reading after the peak sees it) every
 /// millisecond until it exits.
+/// The binary's own footprint before it reads anything (code, runtime,
+/// allocator): the peak of `magma-validate --version`.
+fn idle_peak_kib() -> u64 {
+    run_measured(&["--version"]).peak_kib
+}
+
 fn run_measured(args: &[&str]) -> Measured {
     let started = Instant::now();
     let mut child = Command::new(BIN)
@@ -345,7 +351,17 @@ fn the_probe_stays_under_twice_its_limit_against_many_candidates() {
     assert_eq!(run.code, 1, "{report:#}");
     let limit_kib = (limit / 1024) as u64;
     assert!(run.peak_kib > limit_kib * 9 / 10, "{} KiB", run.peak_kib);
-    assert!(run.peak_kib < 2 * limit_kib, "{} KiB", run.peak_kib);
+    // What the answers make it hold, above the binary's own footprint (the
+    // debug binary also carries `magma-validate proxy`'s server since issue
+    // 36: 5.5 to 7 MiB idle, about 0.8 MiB more than before).
+    let idle = idle_peak_kib();
+    let held = run.peak_kib.saturating_sub(idle);
+    eprintln!("probe against {n} candidates: {held} KiB above its idle {idle} KiB");
+    assert!(
+        held < 2 * limit_kib,
+        "{} KiB peak, {held} KiB above the idle {idle} KiB",
+        run.peak_kib
+    );
     let checks = report["checks"].as_array().unwrap();
     let refused: Vec<(String, String, String)> = checks
         .iter()

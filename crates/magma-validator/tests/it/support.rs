@@ -291,14 +291,14 @@ pub(crate) fn agent_server_with(
         let reply = handle(fault, &req.method, req.path_only(), &req.body);
         match fault {
             Fault::Slow if req.method == "POST" => reply.after(Duration::from_millis(300)),
+            // Longer than any test runs: the stub server drops it on stop.
+            Fault::HangsOnPost if req.method == "POST" => reply.after(Duration::from_secs(3600)),
             // A model's latency on request (`extra_keys.delay_ms`), as the
             // demo agent imitates it: the concurrency checks measure that.
             _ if req.method == "POST" => match delay_ms(&req.body) {
                 Some(delay) => reply.after(delay),
                 None => reply,
             },
-            // Longer than any test runs: the stub server drops it on stop.
-            Fault::HangsOnPost if req.method == "POST" => reply.after(Duration::from_secs(3600)),
             _ => reply,
         }
     })
