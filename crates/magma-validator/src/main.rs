@@ -175,7 +175,7 @@ enum Command {
         /// Bodies over this size are recorded by SHA-256 digest
         #[arg(long, value_name = "N", default_value_t = magma_validator::proxy::DEFAULT_RECORD_BODY_LIMIT)]
         record_body_limit: usize,
-        /// A memory key whose value is written as "[redacted]" in the recording (repeatable)
+        /// A memory key whose value is written as `"[redacted]"` in the recording (repeatable)
         #[arg(long, value_name = "KEY")]
         redact: Vec<String>,
         /// Stop after S seconds (otherwise at SIGINT or SIGTERM)
