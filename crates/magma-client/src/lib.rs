@@ -21,6 +21,16 @@ pub use coaching::CoachingSession;
 pub use error::{Error, ErrorKind, HttpStatus, TransportCause};
 pub use raw::{RawRequest, RawResponse};
 
+/// The rustls crypto provider this crate and `magma-server` use: *ring*'s
+/// parts, named explicitly (key exchange X25519, then P-256, then P-384; the
+/// reasons are in the repository's `docs/security.md`, "Crypto provider").
+/// For a tool that also serves TLS next to its client, so that both sides
+/// make the same choice.
+#[cfg(feature = "tls")]
+pub fn crypto_provider() -> std::sync::Arc<rustls::crypto::CryptoProvider> {
+    crypto::provider()
+}
+
 /// The `http` crate, whose types appear in this API.
 pub use http;
 /// The wire types, for building requests and reading responses.

@@ -1004,7 +1004,9 @@ mod tls {
         }
         let key = PrivateKeyDer::from_pem_file(key)
             .map_err(|e| ProxyError::Tls(format!("{}: {e}", key.display())))?;
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        // The client's provider (ring's parts, named explicitly): the
+        // deprecated `ring::default_provider` is not used anywhere.
+        let provider = magma_client::crypto_provider();
         let mut config = rustls::ServerConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .map_err(|e| ProxyError::Tls(e.to_string()))?
