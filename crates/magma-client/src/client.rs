@@ -9,6 +9,7 @@ use bytes::Bytes;
 use http::header::{ACCEPT, HeaderValue, USER_AGENT};
 use http::{Method, StatusCode, Uri};
 use http_body_util::Full;
+use magma_protocol::routes::Endpoint;
 use magma_protocol::{AgentHealth, AgentInfo, AgentRequest, AgentResponse};
 
 use crate::connect::Connector;
@@ -355,7 +356,7 @@ impl Client {
     }
 
     fn health_within(&self, timeout: Duration) -> Result<AgentHealth, Error> {
-        let req = RawRequest::get("/health")
+        let req = RawRequest::get(Endpoint::Health.path())
             .header(ACCEPT, JSON)
             .timeout(timeout);
         self.typed(req, AgentHealth::from_slice)
@@ -365,7 +366,7 @@ impl Client {
     /// reference does).
     pub fn info(&self) -> Result<AgentInfo, Error> {
         self.typed(
-            RawRequest::get("/v1/info").header(ACCEPT, JSON),
+            RawRequest::get(Endpoint::Info.path()).header(ACCEPT, JSON),
             AgentInfo::from_slice,
         )
     }
@@ -377,7 +378,8 @@ impl Client {
     pub fn check_compatible(&self) -> Result<AgentInfo, Error> {
         let info = self.info()?;
         info.check_compatible().map_err(|e| {
-            Error::new(ErrorKind::Incompatible(e)).at(&Method::GET, &self.url("/v1/info"))
+            Error::new(ErrorKind::Incompatible(e))
+                .at(&Method::GET, &self.url(Endpoint::Info.path()))
         })?;
         Ok(info)
     }
@@ -431,10 +433,10 @@ impl Client {
     /// candidates cannot cost more than the request asked for
     /// (`docs/security.md` says what an answer can still cost).
     pub fn respond(&self, request: &AgentRequest) -> Result<AgentResponse, Error> {
-        let req = RawRequest::post("/v1/responses")
+        let req = RawRequest::post(Endpoint::Responses.path())
             .header(ACCEPT, JSON)
             .json(Bytes::from(request.to_json_string()));
-        let url = self.url("/v1/responses");
+        let url = self.url(Endpoint::Responses.path());
         let body = self.body_of(req, not_2xx)?;
         let at = |kind| Error::new(kind).at(&Method::POST, &url);
         AgentResponse::check_candidate_count(&body, request)

@@ -7,26 +7,13 @@ use http::{Method, StatusCode};
 use magma_protocol::coaching::{
     CoachingSessionConfig, SpecializedCoachingRequest, SpecializedCoachingResponse,
 };
+use magma_protocol::routes::{Endpoint, coaching_session_path as session_path};
 
 use crate::client::Client;
 use crate::error::{Error, ErrorKind, HttpStatus};
 use crate::raw::RawRequest;
 
 const JSON: HeaderValue = HeaderValue::from_static("application/json");
-
-/// `/v1/coaching/sessions/{run_id}`, the run id percent-encoded with no
-/// safe character, as GEN quotes it (`quote(run_id, safe='')`).
-pub(crate) fn session_path(run_id: &str) -> String {
-    let mut path = String::from("/v1/coaching/sessions/");
-    for b in run_id.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-            path.push(char::from(b));
-        } else {
-            path.push_str(&format!("%{b:02X}"));
-        }
-    }
-    path
-}
 
 /// A coaching route's non-2xx statuses.
 fn coaching_status(s: HttpStatus) -> ErrorKind {
@@ -92,10 +79,10 @@ impl Client {
         &self,
         request: &SpecializedCoachingRequest,
     ) -> Result<SpecializedCoachingResponse, Error> {
-        let req = RawRequest::post("/v1/coaching")
+        let req = RawRequest::post(Endpoint::Coaching.path())
             .header(ACCEPT, JSON)
             .json(Bytes::from(request.to_json_string()));
-        let url = self.url("/v1/coaching");
+        let url = self.url(Endpoint::Coaching.path());
         let response = self.typed_with(
             req,
             SpecializedCoachingResponse::from_slice,
@@ -176,22 +163,5 @@ impl Drop for CoachingSession {
                 tracing::debug!(error = %e, run_id = %self.run_id, "closing a dropped coaching session failed");
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn run_ids_are_quoted_with_no_safe_character() {
-        assert_eq!(
-            session_path("abc-1_2.3~"),
-            "/v1/coaching/sessions/abc-1_2.3~"
-        );
-        assert_eq!(
-            session_path("run/1 été?#%"),
-            "/v1/coaching/sessions/run%2F1%20%C3%A9t%C3%A9%3F%23%25"
-        );
     }
 }

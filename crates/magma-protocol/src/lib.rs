@@ -14,6 +14,7 @@ pub mod json;
 mod json_schema;
 mod limits;
 mod model;
+pub mod routes;
 #[cfg(feature = "schema")]
 #[cfg_attr(docsrs, doc(cfg(feature = "schema")))]
 pub mod schema;

@@ -15,7 +15,7 @@ use magma_protocol::coaching::{
 };
 
 use crate::agent::Agent;
-use crate::coaching::{CoachingContext, OpenError, percent_decode};
+use crate::coaching::{CoachingContext, OpenError};
 use crate::context::RequestContext;
 use crate::handler::{
     BoxError, Ids, Reply, Shared, bytes_response, detail, internal_error, invalid, json_body,
@@ -59,7 +59,7 @@ fn no_content() -> Response<Full<Bytes>> {
 /// The run id of a session path's last segment, percent-decoded; `None`
 /// (a `404`) when it is not UTF-8 once decoded.
 pub(crate) fn run_id(segment: &str) -> Option<String> {
-    percent_decode(segment).filter(|id| !id.is_empty())
+    magma_protocol::routes::decode_run_id(segment)
 }
 
 /// Closes the sessions idle for the idle timeout, as a `DELETE` would: the

@@ -3,7 +3,7 @@
 //! `self` or `super` is resolved to the module it names, and
 //!
 //! - a module may use only modules of a lower layer, or its own module:
-//!   `json` < `limits` < `error` < (`validate`, `json_schema`) < `model` <
+//!   (`json`, `routes`) < `limits` < `error` < (`validate`, `json_schema`) < `model` <
 //!   (`exchange`, `env`, `tools`, `schema`); modules of one layer may not
 //!   use each other;
 //! - a file of one model (`model/request.rs` and its children, ...) may use
@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 /// The layers, lowest first; modules in one entry may not use each other.
 const LAYERS: &[&[&str]] = &[
-    &["json"],
+    &["json", "routes"],
     &["limits", "inline_vec"],
     &["error"],
     &["validate", "json_schema"],

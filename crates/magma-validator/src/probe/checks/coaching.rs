@@ -13,6 +13,7 @@ use magma_client::{RawRequest, RawResponse};
 use magma_protocol::coaching::{
     CoachingProposal, SpecializedCoachingRequest, SpecializedCoachingResponse,
 };
+use magma_protocol::routes::coaching_session_path as session_path;
 use magma_protocol::{AgentInput, AgentOutput, AgentRequest, Json, Outcome, json};
 
 use super::CheckDef;
@@ -140,19 +141,6 @@ fn config(capture_logs: bool) -> Json {
         },
         "capture_logs": capture_logs
     })
-}
-
-/// `/v1/coaching/sessions/{run_id}`, quoted as GEN quotes it.
-fn session_path(run_id: &str) -> String {
-    let mut path = String::from("/v1/coaching/sessions/");
-    for b in run_id.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-            path.push(char::from(b));
-        } else {
-            path.push_str(&format!("%{b:02X}"));
-        }
-    }
-    path
 }
 
 /// Skips the check unless `/v1/info` advertises coaching kinds.
