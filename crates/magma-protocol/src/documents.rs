@@ -205,13 +205,11 @@ impl fmt::Display for DocumentKind {
 
 impl FromStr for DocumentKind {
     type Err = UnknownKind;
-    /// The [`name`](DocumentKind::name); `-` may stand for `_`
-    /// (`coaching-request`).
+    /// The [`name`](DocumentKind::name), exactly.
     fn from_str(s: &str) -> Result<Self, UnknownKind> {
-        let name = s.replace('-', "_");
         DocumentKind::ALL
             .into_iter()
-            .find(|k| k.name() == name)
+            .find(|k| k.name() == s)
             .ok_or_else(|| UnknownKind::new(s, "document kind", DOCUMENT_NAMES.to_vec()))
     }
 }
@@ -287,12 +285,11 @@ impl fmt::Display for ExchangeKind {
 
 impl FromStr for ExchangeKind {
     type Err = UnknownKind;
-    /// The [`name`](ExchangeKind::name); `-` may stand for `_`.
+    /// The [`name`](ExchangeKind::name), exactly.
     fn from_str(s: &str) -> Result<Self, UnknownKind> {
-        let name = s.replace('-', "_");
         ExchangeKind::ALL
             .into_iter()
-            .find(|k| k.name() == name)
+            .find(|k| k.name() == s)
             .ok_or_else(|| UnknownKind::new(s, "exchange kind", EXCHANGE_NAMES.to_vec()))
     }
 }
@@ -332,7 +329,7 @@ impl fmt::Display for CaseKind {
 
 impl FromStr for CaseKind {
     type Err = UnknownKind;
-    /// A document's or an exchange's name; `-` may stand for `_`.
+    /// A document's or an exchange's name, exactly.
     fn from_str(s: &str) -> Result<Self, UnknownKind> {
         let document = s.parse().map(CaseKind::Document);
         let exchange = || s.parse().map(CaseKind::Exchange);

@@ -46,7 +46,9 @@ fn every_name_reads_back_as_its_kind() {
     );
     for kind in CaseKind::all() {
         assert_eq!(kind.name().parse::<CaseKind>(), Ok(kind));
-        assert_eq!(kind.name().replace('_', "-").parse::<CaseKind>(), Ok(kind));
+        if kind.name().contains('_') {
+            assert!(kind.name().replace('_', "-").parse::<CaseKind>().is_err());
+        }
         assert_eq!(kind.to_string(), kind.name());
         assert!(
             kind.name()
