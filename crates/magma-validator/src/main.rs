@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{Parser, Subcommand, ValueEnum};
+use magma_validator::magma_protocol::routes::Endpoint;
 use magma_validator::probe::{self, ProbeConfig, ProbeReport, Progress};
 use magma_validator::proxy;
 use magma_validator::render::{self, Format};
@@ -582,9 +583,10 @@ fn print_progress(base: &str, p: Progress<'_>) {
             limit,
             last,
         } => format!(
-            "magma-validate: waiting for {base}/health: {last} ({:.1} s of {} s)",
+            "magma-validate: waiting for {base}{health}: {last} ({:.1} s of {} s)",
             elapsed.as_secs_f64(),
-            limit.as_secs_f64()
+            limit.as_secs_f64(),
+            health = Endpoint::Health,
         ),
         Progress::Finished {
             index,
