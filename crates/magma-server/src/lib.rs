@@ -10,7 +10,9 @@
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod access;
 mod agent;
+mod body;
 mod candidate_errors;
 mod coaching;
 mod coaching_routes;
@@ -20,10 +22,15 @@ pub mod demo;
 mod error;
 pub mod export;
 mod forwarded;
+mod get_routes;
 mod handler;
+mod inference;
 mod limits;
+mod reply;
+mod routes;
 mod server;
 mod service;
+mod state;
 #[cfg(feature = "metrics")]
 mod telemetry;
 mod unwind;
