@@ -70,7 +70,8 @@ pub use magma_protocol::{
 
 /// The agent author's guide, `docs/server.md`: its Rust blocks compile (and
 /// run, unless `no_run`) as doctests of this crate, so the guide cannot drift
-/// from the API.
-#[cfg(doctest)]
+/// from the API. It is written for the default features (its agents run with
+/// `cli::run`), as the README is.
+#[cfg(all(doctest, feature = "cli"))]
 #[doc = include_str!("../../../docs/server.md")]
 struct ServerGuide;
