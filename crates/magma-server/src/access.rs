@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::header::{CONNECTION, HeaderName, HeaderValue};
-use http::{HeaderMap, Method, Response, Version};
+use http::{HeaderMap, Method, Request, Response, Version};
 use http_body_util::Full;
 
 use crate::forwarded::{TrustedProxy, client_ip};
@@ -41,7 +41,7 @@ impl Ids {
 /// An incoming `X-Request-Id` the server honours: 1 to [`MAX_LOGGED_ID`]
 /// visible ASCII characters (what proxies generate: UUIDs, hex strings).
 /// Anything else is ignored, as if absent.
-fn header_request_id(headers: &HeaderMap) -> Option<String> {
+pub(crate) fn header_request_id(headers: &HeaderMap) -> Option<String> {
     let value = headers.get(&REQUEST_ID)?.as_bytes();
     let ok = !value.is_empty()
         && value.len() <= MAX_LOGGED_ID
@@ -64,35 +64,25 @@ pub(crate) struct Access {
 }
 
 impl Access {
-    /// The access record of a request as it arrives, with its span.
+    /// The access record of `req` as it arrives, in `span`, with the
+    /// accepted `X-Request-Id` (`header_id`, see [`header_request_id`]).
     /// `peer` is the connection's remote address, when known.
-    pub(crate) fn new(
-        method: &Method,
-        path: &str,
-        version: Version,
-        headers: &HeaderMap,
+    pub(crate) fn new<B>(
+        req: &Request<B>,
         peer: Option<SocketAddr>,
         trusted_proxies: &[TrustedProxy],
+        header_id: Option<String>,
+        span: tracing::Span,
     ) -> Access {
-        let header_id = header_request_id(headers);
         let client = peer.map(|p| match trusted_proxies.is_empty() {
             true => p.ip(),
-            false => client_ip(p.ip(), headers, trusted_proxies),
+            false => client_ip(p.ip(), req.headers(), trusted_proxies),
         });
-        let method = method.clone();
-        let path = path.to_owned();
-        let span = tracing::info_span!(
-            "request",
-            method = %method,
-            path = %path,
-            request_id = tracing::field::Empty,
-            x_request_id = header_id.as_deref(),
-        );
         Access {
             start: Instant::now(),
-            method,
-            path,
-            version,
+            method: req.method().clone(),
+            path: req.uri().path().to_owned(),
+            version: req.version(),
             peer,
             ids: Ids {
                 body: OnceLock::new(),
@@ -114,14 +104,12 @@ impl Access {
         self.start.elapsed()
     }
 
-    /// Logs a panic of agent code outside an inference (answered `500`).
-    pub(crate) fn panicked(&self, panic: &str) {
-        tracing::error!(
-            method = %self.method,
-            path = %self.path,
-            panic,
-            "agent code panicked outside an inference; answered 500"
-        );
+    pub(crate) fn method(&self) -> &Method {
+        &self.method
+    }
+
+    pub(crate) fn path(&self) -> &str {
+        &self.path
     }
 
     /// The client's address when a trusted proxy forwarded one other than

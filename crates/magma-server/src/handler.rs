@@ -14,7 +14,7 @@ use http_body_util::Full;
 use hyper::body::Body;
 use tracing::Instrument;
 
-use crate::access::{Access, Ids};
+use crate::access::{Access, Ids, header_request_id};
 use crate::agent::Agent;
 use crate::body::BoxError;
 use crate::reply::{Reply, detail, internal_error};
@@ -36,19 +36,25 @@ where
     B: Body<Data = Bytes>,
     B::Error: Into<BoxError>,
 {
-    let mut access = Access::new(
-        req.method(),
-        req.uri().path(),
-        req.version(),
-        req.headers(),
-        peer,
-        &shared.trusted_proxies,
+    let header_id = header_request_id(req.headers());
+    let span = tracing::info_span!(
+        "request",
+        method = %req.method(),
+        path = %req.uri().path(),
+        request_id = tracing::field::Empty,
+        x_request_id = header_id.as_deref(),
     );
+    let mut access = Access::new(&req, peer, &shared.trusted_proxies, header_id, span);
     let routed = route(shared, req, access.ids()).instrument(access.ids().span.clone());
     let reply = match CatchUnwind::new(routed).await {
         Ok(reply) => reply,
         Err(payload) => {
-            access.panicked(panic_message(&*payload));
+            tracing::error!(
+                method = %access.method(),
+                path = %access.path(),
+                panic = panic_message(&*payload),
+                "agent code panicked outside an inference; answered 500"
+            );
             Reply::new(internal_error())
         }
     };
