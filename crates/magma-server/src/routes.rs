@@ -146,6 +146,10 @@ impl Route {
 
     /// The route of a request path (below the prefix) in the table, and a
     /// coaching session's run id segment (still percent-encoded).
+    // Inlined into the dispatcher, with `handler`: every request looks its
+    // route up, and as calls the two cost about as much again as the
+    // comparisons they make.
+    #[inline]
     pub(crate) fn recognize(path: &str) -> Option<(Route, Option<&str>)> {
         if let Some((endpoint, segment)) = Endpoint::recognize(path) {
             return Some((Route::Contract(endpoint), segment));
@@ -158,6 +162,7 @@ impl Route {
     }
 
     /// The handler of `method` on this route; `HEAD` is answered as `GET`.
+    #[inline]
     pub(crate) fn handler(self, method: &Method) -> Option<Handler> {
         let method = match *method {
             Method::HEAD => &Method::GET,
