@@ -13,6 +13,8 @@
 //! - [`Rng`]: a deterministic generator for load and garbage;
 //! - [`code_map`]: `docs/architecture.md`'s code maps and checklists against
 //!   the tree.
+//! - [`source`]: a crate's source text read for the tidy tests (tokens,
+//!   module references, root re-exports).
 //!
 //! Everything here panics with a message on failure: it runs inside tests.
 
@@ -22,6 +24,7 @@ pub mod http1;
 pub mod pki;
 pub mod process;
 mod rng;
+pub mod source;
 pub mod stub;
 mod temp;
 
