@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 /// The layers, lowest first; modules in one entry may not use each other.
 const LAYERS: &[&[&str]] = &[
     &["json", "routes"],
-    &["limits", "inline_vec"],
+    &["limits"],
     &["error"],
     &["validate", "json_schema"],
     &["model"],
