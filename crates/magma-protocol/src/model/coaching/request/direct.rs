@@ -284,9 +284,8 @@ const STEPS_RESERVED_AT_MOST: usize = 1024;
 /// step for as many more as the rest of the document would hold steps of
 /// its size. A GEN trajectory's steps are alike, and a vector of steps of
 /// 384 bytes grown by doubling copied most of them once more: sized at
-/// once, a 50-step request parses about 0.4% faster (`docs/performance.md`,
-/// run 22). At most [`STEPS_RESERVED_AT_MOST`], however small the first
-/// step.
+/// once, a 50-step request parses about 0.4% faster. At most
+/// [`STEPS_RESERVED_AT_MOST`], however small the first step.
 fn trajectory_steps(c: &mut Cursor<'_>) -> Option<Vec<CoachingStep>> {
     let mut steps = Vec::new();
     c.array(|c| {
@@ -619,7 +618,7 @@ mod tests {
                 "{steps} steps: {kept} kept, {empty} trees"
             );
             // GEN's tool and robot names are held without an allocation of
-            // their own (docs/performance.md, run 21).
+            // their own (those allocations were half of a decision's cost).
             for step in &r.trajectory {
                 let output = step.output.as_ref().expect("GEN's decision");
                 for call in &output.tool_calls {
@@ -629,7 +628,7 @@ mod tests {
             // The trajectory was sized after its first step: the vector never
             // grew (its first allocation holds 4 steps), and holds room for
             // at most the steps it has, one more, and the reinjection point's
-            // input (run 22).
+            // input.
             let (len, room) = (r.trajectory.len(), r.trajectory.capacity());
             assert!(room <= (len + 2).max(4), "{steps} steps: room for {room}");
         }
