@@ -29,9 +29,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use anyhow::{Context, Result, bail};
-use crate::bench::Spread;
 use serde_json::Value;
 
+use crate::bench::Spread;
 use crate::process::{cargo, target_dir};
 
 /// What `cargo xtask layouts` was asked to do.

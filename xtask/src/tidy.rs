@@ -84,7 +84,11 @@ fn comments(src: &str) -> Vec<(usize, String)> {
                     i = close.map_or(b.len(), |n| i + 3 + n + 1);
                 } else {
                     let ch = src[i + 1..].chars().next().map_or(1, char::len_utf8);
-                    i += if b.get(i + 1 + ch) == Some(&b'\'') { ch + 2 } else { 1 };
+                    i += if b.get(i + 1 + ch) == Some(&b'\'') {
+                        ch + 2
+                    } else {
+                        1
+                    };
                 }
             }
             c if c.is_ascii_alphanumeric() || c == b'_' => {
