@@ -9,8 +9,8 @@
 use std::cell::Cell;
 
 use super::Object;
-use super::lex::{number_end, ws_end};
-use super::parse::{Limits, Parser};
+use super::lex::{Limits, number_end, ws_end};
+use super::parse::Parser;
 use super::scan::{ScanBuffers, scan_free_object};
 use super::shared_text::TextChunks;
 use std::borrow::Cow;

@@ -5,8 +5,7 @@ use super::KeyFilter;
 use super::key_set::{KeySet, offsets_fit};
 #[cfg(doc)]
 use super::lex::number_end;
-use super::lex::{hex4, plain_run_end, ws_end};
-use super::parse::Limits;
+use super::lex::{Limits, hex4, plain_run_end, ws_end};
 
 /// Buffers reused across the free-form scans of one document.
 #[derive(Default)]
