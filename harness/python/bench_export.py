@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Export of N examples (default 10,000): the demo agent's Rust exporter through
-magma-rs-export against a Python exporter doing the same rendering (docs/performance.md,
-run 26).
+magma-rs-export against a Python exporter doing the same rendering (the export figures
+of docs/performance.md).
 
     python bench_export.py --binary target/release/magma-server [--examples 10000] [--repeat 5]
 

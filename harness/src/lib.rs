@@ -1,18 +1,24 @@
-//! The conformance and interop harnesses of magma-rs, run by `cargo xtask`:
-//! the Python side lives in `harness/python/` (fixture generator, FastAPI
-//! agent, BENCH-like client, pydantic schema dump, OpenAPI check, the
-//! wheel's pytest example), the Rust side here: each module is one xtask
+//! The harnesses and drivers of magma-rs, run by `cargo xtask`: the
+//! conformance and interop harnesses, whose Python side lives in
+//! `harness/python/` (fixture generator, FastAPI agent, BENCH-like client,
+//! pydantic schema dump, OpenAPI check, the wheel's pytest example), and the
+//! checks of the workspace as a user and a publisher meet it ([`docs_check`],
+//! [`publish_check`], [`msrv`], [`newest_deps`]). Each module is one xtask
 //! command's work, [`process`] and [`python`] the machinery they share.
 //! `src/bin/interop-client.rs` is the magma-client interop driver.
 #![allow(clippy::print_stdout, clippy::print_stderr)] // commands report on the terminal
 
 pub mod conformance;
 pub mod deploy;
+pub mod docs_check;
 pub mod e2e;
 pub mod gen_export;
 pub mod interop;
+pub mod msrv;
+pub mod newest_deps;
 pub mod process;
 pub mod proxy_interop;
+pub mod publish_check;
 pub mod python;
 pub mod schema_check;
 pub mod schemathesis;

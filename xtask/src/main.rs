@@ -1,28 +1,30 @@
 //! Project automation for magma-rs, run as `cargo xtask <command>`.
 //!
 //! Thin commands: the arguments are parsed here (clap), the work is done by
-//! the modules of this crate (generation, packaging, release, supply chain,
-//! fuzzing) or by the crates it runs: `magma-harness` (the Python conformance
-//! and interop harnesses) and `magma-bench` (the benchmark suite and soak).
+//! the modules of this crate (generation, release, supply chain, fuzzing,
+//! the attack suite's full form) or by the crates it runs: `magma-harness`
+//! (the Python conformance and interop harnesses, the docs, packaging and
+//! minimum-Rust checks) and `magma-bench` (the benchmark suite, code layouts
+//! and soak). `tidy` (tests only) keeps the workspace's sources free of
+//! benchmark run numbers and this crate under its size.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod attack;
 mod codegen;
 mod deny;
-mod docs_check;
 mod fuzz;
-mod layouts;
-mod msrv;
-mod newest_deps;
-mod publish_check;
 mod release;
+#[cfg(test)]
+mod tidy;
 
 use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
+use magma_bench::layouts;
 use magma_harness::{
-    conformance, deploy, e2e, gen_export, interop, schema_check, schemathesis, wheel,
+    conformance, deploy, docs_check, e2e, gen_export, interop, msrv, newest_deps, publish_check,
+    schema_check, schemathesis, wheel,
 };
 pub(crate) use magma_harness::{process, project_root, xtask_dir};
 
@@ -103,7 +105,7 @@ enum Command {
     /// Reproduce the table of docs/performance.md (magma-bench).
     Bench(magma_bench::bench::Options),
     /// magma-protocol's parse_ratio bench built with its functions in N random orders, each
-    /// figure reported over them (docs/performance.md, run 24).
+    /// figure reported over them (where code lies moves its figures between builds).
     Layouts(layouts::Options),
     /// Minutes of mixed load on the release magma-server; fails on any unexpected answer or
     /// an upward RSS trend (magma-bench).

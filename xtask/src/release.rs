@@ -513,8 +513,8 @@ pub(crate) fn run(options: &Options) -> Result<()> {
     )?;
     // Names still free (or ours), READMEs, contents, sizes, each crate verified alone; and
     // the minimum Rust still true after the lock file's refresh.
-    crate::msrv::run()?;
-    crate::publish_check::run()?;
+    magma_harness::msrv::run()?;
+    magma_harness::publish_check::run()?;
     eprintln!("{prefix}: cargo publish --workspace --dry-run");
     let started = Instant::now();
     run_inherited(

@@ -6,8 +6,8 @@
 //!
 //! Why not criterion: criterion times one function for seconds, then the
 //! next, so on a shared machine a change of load between the two halves of
-//! a ratio moves it by more than the gap this bench is for (docs/performance.md,
-//! run 12). Here a repetition runs `rounds` rounds; a round times one batch of
+//! a ratio moves it by more than the gap this bench is for (in criterion's
+//! runs a single figure moved by 2x between repetitions). Here a repetition runs `rounds` rounds; a round times one batch of
 //! `batch` parses of each variant, in an order shuffled each round (a
 //! variant's place in a fixed order moved its figure by up to 5%, and in an
 //! order only rotated each variant always follows the same one, which moved
@@ -24,16 +24,17 @@
 //! 50 steps with every step's `output` `null`
 //! (`gen_like_coaching_request_without_decisions`): the difference between
 //! the two runs' coaching/inference figures is what the steps' decisions
-//! cost (docs/performance.md, run 20).
+//! cost, measured in one binary, so that where code lies is the same for
+//! both.
 //!
 //! Comparing two builds: where code lies moves the coaching/inference figure
 //! by up to 2% between builds of the same parse, which the control (the same
 //! code as `inference`) cannot show. `cargo xtask layouts` builds this bench
 //! with its functions in several random orders and reports each figure over
-//! all of them (docs/performance.md, run 24); compare two versions of the
-//! code that way. Aligning every function and block
-//! (`RUSTFLAGS="-C llvm-args=-align-all-functions=6 -C llvm-args=-align-all-nofallthru-blocks=5"`,
-//! run 20) steadies one build's figure but keeps one layout's luck.
+//! all of them; compare two versions of the code that way. Aligning every
+//! function and block
+//! (`RUSTFLAGS="-C llvm-args=-align-all-functions=6 -C llvm-args=-align-all-nofallthru-blocks=5"`)
+//! steadies one build's figure but keeps one layout's luck.
 //!
 //! `--steps N` gives the coaching bodies `N` steps and the inference request
 //! `N + 2` inputs (50 and 52 by default; `--decisions` keeps its own): a
@@ -45,17 +46,18 @@
 //! parse allocates) then lies elsewhere relative to the pages and cache
 //! sets.
 //! Where data lies moves the figures too, by up to 5% at 10 steps, where the
-//! bodies are about the size at which the allocator maps them apart
-//! (docs/performance.md, run 24); `cargo xtask layouts` gives each layout a
-//! shift of its own.
+//! bodies are about the size at which the allocator maps them apart, and
+//! shuffling code leaves data where it was; `cargo xtask layouts` gives
+//! each layout a shift of its own.
 //!
 //! `--decisions` measures what one GEN decision costs instead, in
 //! nanoseconds of thread CPU time, for magma-protocol and for `IgnoredAny`:
 //! `decision_dense_coaching_request` with and without decisions (1,000
 //! steps around the smallest input), each parsed both ways in the same
 //! shuffled rounds; a decision's cost is the difference of the two bodies'
-//! medians over 1,000 (docs/performance.md, run 22); run it with
-//! `--rounds 200`, at 40 a repetition's figure moves by 10%. Its variants, for
+//! medians over 1,000 (in the 50-step body a decision's whole cost moves
+//! the figure by 1%, here by half a body); run it with `--rounds 200`, at
+//! 40 a repetition's figure moves by 10%. Its variants, for
 //! `--profile`: `dense`, `dense-null`, `dense-ignored`, `dense-null-ignored`.
 //!
 //! `--parts` takes the 50-step body apart: the inference request (and its
@@ -63,7 +65,8 @@
 //! steps hold besides `id` and `input` (`gen_like_coaching_body`: GEN's
 //! steps, without decisions, decisions only, bare, minimal), all in the
 //! same shuffled rounds; per body, its speed vs `IgnoredAny` over the
-//! inference request's (docs/performance.md, run 23). Its variants, for
+//! inference request's, so that a part's cost shows as the difference of
+//! two bodies in one binary. Its variants, for
 //! `--profile`: `inference`, `inference-control`, `inference-ignored`,
 //! and `coaching-NAME`, `coaching-NAME-ignored` for each body's name.
 //!

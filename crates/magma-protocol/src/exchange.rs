@@ -4,7 +4,6 @@
 use std::fmt;
 
 use crate::error::{ErrorKind, Issue};
-use crate::inline_vec::InlineVec;
 use crate::json::{Location, Object, Segment, nth_container};
 use crate::limits::READ;
 use crate::model::{AgentInput, AgentOutput, AgentRequest, AgentResponse, Outcome};
@@ -251,7 +250,7 @@ pub struct Candidate {
     /// The full replacement memory.
     pub memory: Object,
     /// Free-form diagnostics.
-    pub internal_steps: InlineVec<Object>,
+    pub internal_steps: Vec<Object>,
     /// The decision or the error.
     pub outcome: Outcome,
 }
@@ -261,7 +260,7 @@ impl Candidate {
     pub fn new(memory: Object, outcome: impl Into<Outcome>) -> Self {
         Candidate {
             memory,
-            internal_steps: InlineVec::new(),
+            internal_steps: Vec::new(),
             outcome: outcome.into(),
         }
     }

@@ -10,7 +10,6 @@ pub mod documents;
 mod env;
 mod error;
 mod exchange;
-pub mod inline_vec;
 pub mod json;
 #[cfg(feature = "schema")]
 mod json_schema;
@@ -30,7 +29,6 @@ pub use exchange::check_exchange;
 pub use exchange::{
     AssembleError, Candidate, CandidateKey, CandidateMismatch, ExchangeError, validate_exchange,
 };
-pub use inline_vec::InlineVec;
 pub use json::{Json, Location, Map, Number, Object, Position, Segment};
 pub use json::{ValueConversionError, ValueLocation};
 pub use limits::{MAX_FREE_FORM_DEPTH, MAX_JSON_DEPTH, MAX_REPORTED_ERRORS};

@@ -737,7 +737,7 @@ impl Fields {
 /// name, up to 15 bytes) is held in the value itself, without an
 /// allocation of its own: each decision of a GEN trajectory holds two such
 /// names, and their allocations were about half of what the decisions
-/// cost the coaching request's parse (`docs/performance.md`, run 21).
+/// cost the coaching request's parse.
 /// Which way a string is held never shows: equality, order, hashing,
 /// `Debug`, `Display` and the JSON written are those of the text.
 #[derive(Clone)]
@@ -767,7 +767,7 @@ const INLINE: usize = 15;
 /// its option, its struct, its vector) then had to wait for each of them:
 /// a load that spans several pending stores cannot take its bytes from
 /// them. Written at once, a GEN decision (two such names) reads 11-16%
-/// faster (`docs/performance.md`, run 22).
+/// faster.
 #[inline(always)]
 fn packed(text: &[u8]) -> Option<[u8; INLINE + 1]> {
     let n = text.len();

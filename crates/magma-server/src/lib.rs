@@ -64,8 +64,8 @@ pub use tls::{SelfSignedFiles, TlsConfig, TlsError};
 pub use magma_protocol;
 pub use magma_protocol::{
     AgentDecision, AgentError, AgentInfo, AgentInput, AgentOutput, AgentRequest, AgentResponse,
-    Candidate, CandidateStatus, InlineVec, InstructionType, Json, NonEmptyString, Object, Outcome,
-    ToolCall, json,
+    Candidate, CandidateStatus, InstructionType, Json, NonEmptyString, Object, Outcome, ToolCall,
+    json,
 };
 
 /// The agent author's guide, `docs/server.md`: its Rust blocks compile (and

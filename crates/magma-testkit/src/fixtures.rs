@@ -55,7 +55,7 @@ pub fn gen_like_coaching_request(steps: usize) -> String {
 /// whose agent decided nothing) and nothing else changed: what the steps'
 /// decisions cost a parser is the difference between the two
 /// (`cargo bench -p magma-rs-protocol --bench parse_ratio -- --coaching
-/// without-decisions`, `docs/performance.md`, run 20).
+/// without-decisions`).
 pub fn gen_like_coaching_request_without_decisions(steps: usize) -> String {
     gen_like_coaching_body(steps, StepParts::WithoutDecisions)
 }
@@ -63,8 +63,7 @@ pub fn gen_like_coaching_request_without_decisions(steps: usize) -> String {
 /// What each step of [`gen_like_coaching_body`] holds beside its `id` and
 /// its input. The bodies differ only in the steps, so the differences
 /// between their parses say what each part of a step costs where it is
-/// read, between GEN-sized inputs (`parse_ratio -- --parts`,
-/// `docs/performance.md`, run 23).
+/// read, between GEN-sized inputs (`parse_ratio -- --parts`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StepParts {
     /// As GEN sends them: its decision, `error: null`, an internal step,
@@ -145,8 +144,7 @@ const NO_DECISION: &str = r#""output":null"#;
 /// steps, an empty `execution` and GEN's decision, or `output: null` when
 /// `decisions` is false. The two bodies differ only in the decisions, so
 /// what one decision costs a parser is the difference of their parses over
-/// `steps` (`parse_ratio -- --decisions`, `docs/performance.md`, run 22);
-/// with little else around them, a change to a decision's cost shows at
+/// `steps` (`parse_ratio -- --decisions`); with little else around them, a change to a decision's cost shows at
 /// once (1,000 steps: 253 kB with decisions, 153 kB without).
 pub fn decision_dense_coaching_request(steps: usize, decisions: bool) -> String {
     use std::fmt::Write;

@@ -25,8 +25,7 @@ use magma_server::magma_protocol::coaching::{
 use magma_server::magma_protocol::tools::ToolDescription;
 use magma_server::{
     Agent, AgentDecision, AgentError, AgentInfo, AgentInput, Candidate, CoachError,
-    CoachingContext, InlineVec, InstructionType, Json, NonEmptyString, Object, Rejection, ToolCall,
-    json,
+    CoachingContext, InstructionType, Json, NonEmptyString, Object, Rejection, ToolCall, json,
 };
 use tokio::sync::{AcquireError, OwnedSemaphorePermit, Semaphore};
 
@@ -353,7 +352,7 @@ impl Prompt {
             .and_then(Json::as_object)
             .ok_or_else(|| invalid("the provider's answer has no choices[0].message"))?;
         let say = message_text(message.get("content")).trim().to_owned();
-        let mut tool_calls = InlineVec::new();
+        let mut tool_calls = Vec::new();
         if let Some(calls) = message.get("tool_calls") {
             let calls = calls
                 .as_array()

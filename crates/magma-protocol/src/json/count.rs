@@ -2,8 +2,8 @@
 //! a reader that knows how many elements a document may hold refuses a
 //! longer one before it costs anything.
 
-use super::lex::{escaped_string_end, ws_end};
-use super::parse::{Limits, Parser};
+use super::lex::{Limits, escaped_string_end, ws_end};
+use super::parse::Parser;
 
 /// The index, in the top-level array of `src`, of its element number `n`
 /// (0-based) among those that are objects or arrays, the elements before it

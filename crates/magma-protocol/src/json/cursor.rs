@@ -9,8 +9,8 @@
 use std::cell::Cell;
 
 use super::Object;
-use super::lex::{number_end, ws_end};
-use super::parse::{Limits, Parser};
+use super::lex::{Limits, number_end, ws_end};
+use super::parse::Parser;
 use super::scan::{ScanBuffers, scan_free_object};
 use super::shared_text::TextChunks;
 use std::borrow::Cow;
@@ -180,7 +180,9 @@ impl<'a> Cursor<'a> {
     /// decoded by the parser otherwise. For values that keep short text
     /// without allocating (`NonEmptyString`). Always inlined, as the
     /// parser's fast path is: a string handed back through memory cost
-    /// each name of a GEN decision a wait (`docs/performance.md`, run 22).
+    /// each name of a GEN decision a wait (a wide load of bytes the callee
+    /// had just stored in narrower pieces cannot take them from the pending
+    /// stores).
     #[inline(always)]
     pub(crate) fn string_cow(&mut self) -> Option<Cow<'a, str>> {
         self.skip_ws();
@@ -245,12 +247,13 @@ impl<'a> Cursor<'a> {
     /// this position (`depth_before` open containers).
     ///
     /// Never inlined: its nine callers in the direct readers share one copy.
-    /// Inlined into each (run 22), it made a coaching step's reader so large
+    /// Inlined into each, it made a coaching step's reader so large
     /// that a step and the input reader around it no longer fit in the
     /// instruction cache together; out of line, the 50-step coaching
     /// request parses about 0.5% nearer the inference request's speed
     /// relative to `IgnoredAny`, and a body of 1,000 steps around tiny
-    /// inputs 2-3% further from it (`docs/performance.md`, run 23).
+    /// inputs 2-3% further from it (where a step is small, the call shows
+    /// and the cache does not).
     #[inline(never)]
     pub(crate) fn free_object(&mut self, depth_before: usize) -> Option<Object> {
         self.skip_ws();

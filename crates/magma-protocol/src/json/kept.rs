@@ -19,8 +19,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::key_set::KeySet;
-use super::lex::plain_run_end;
-use super::parse::{PResult, Parser};
+use super::lex::{PResult, plain_run_end};
+use super::parse::Parser;
 use super::path::{Location, Segment};
 use super::write::{WriteJson, write_str};
 use super::{Json, Object};

@@ -6,8 +6,8 @@ use std::borrow::Cow;
 use std::collections::HashSet;
 use std::hash::{BuildHasher, RandomState};
 
-use super::lex::plain_run_end;
-use super::parse::{Limits, Parser};
+use super::lex::{Limits, plain_run_end};
+use super::parse::Parser;
 
 /// Distinct keys of one object of a document, by value (escaped keys are
 /// compared decoded, as the parser compares them).

@@ -1,5 +1,29 @@
 //! Lexing: the byte-level pieces every reader of this layer shares
-//! (whitespace, plain string runs, number lexemes).
+//! (whitespace, plain string runs, number lexemes, skipping a value of
+//! validated text), and the types they share: the [`Limits`] a reading
+//! applies and [`PResult`], a syntax error's offset and message.
+
+/// The limits a reading applies: the caller names them (the crate's
+/// `limits.rs`); this layer only applies them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Limits {
+    /// The deepest container nesting of a document; deeper is a syntax error.
+    pub(crate) depth: usize,
+    /// How many containers may enclose a value below a free-form object;
+    /// a free-form object nested deeper is not kept as text.
+    pub(crate) free_form_depth: usize,
+}
+
+impl Limits {
+    /// No limit: for text that was validated before it was kept.
+    pub(crate) const NONE: Limits = Limits {
+        depth: usize::MAX,
+        free_form_depth: usize::MAX,
+    };
+}
+
+/// A reader's result: the value, or where the syntax error lies and what it is.
+pub(crate) type PResult<T> = Result<T, (usize, &'static str)>;
 
 /// The end of the number lexeme starting at `start`, or `None` when the text
 /// there is not a JSON number. Trailing characters are left to the caller,
@@ -155,4 +179,44 @@ pub(crate) fn plain_string(text: &str) -> Option<&str> {
     let b = text.as_bytes();
     let last = b.len().checked_sub(1)?;
     (b.first() == Some(&b'"') && plain_run_end(b, 1) == last).then(|| &text[1..last])
+}
+
+/// The end of the value at `i` in text known to be valid JSON: strings and
+/// containers are skipped without checking them again.
+pub(crate) fn skip_validated_value(src: &[u8], mut i: usize) -> Option<usize> {
+    let mut depth = 0usize;
+    loop {
+        match *src.get(i)? {
+            b'"' => {
+                i = escaped_string_end(src, i + 1);
+                if src.get(i) != Some(&b'"') {
+                    return None;
+                }
+                i += 1;
+            }
+            b'{' | b'[' => {
+                depth += 1;
+                i += 1;
+            }
+            b'}' | b']' => {
+                depth = depth.checked_sub(1)?;
+                i += 1;
+            }
+            // Inside a container: numbers, literals, `,`, `:`, whitespace.
+            _ if depth > 0 => i += 1,
+            _ => {
+                // A scalar at the top: it ends at a delimiter or the end.
+                while let Some(&c) = src.get(i) {
+                    if matches!(c, b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r') {
+                        break;
+                    }
+                    i += 1;
+                }
+                return Some(i);
+            }
+        }
+        if depth == 0 {
+            return Some(i);
+        }
+    }
 }

@@ -35,6 +35,7 @@ mod check;
 mod count;
 mod cursor;
 mod kept;
+mod kept_text;
 mod key_filter;
 mod key_set;
 mod lex;
@@ -60,11 +61,10 @@ pub(crate) use key_filter::KeyFilter;
 // The exact path without the error cap: the direct readers' tests compare
 // against it; every `from_slice` goes through `parse_shaped_counted`.
 pub(crate) use kept::{KeptInputs, Parts};
+pub(crate) use lex::Limits;
 #[cfg(test)]
 pub(crate) use parse::parse_shaped;
-pub(crate) use parse::{
-    Counted, Limits, Shape, SyntaxError, duplicate_keys, parse, parse_shaped_counted,
-};
+pub(crate) use parse::{Counted, Shape, SyntaxError, duplicate_keys, parse, parse_shaped_counted};
 pub(crate) use path::segment_json;
 pub(crate) use write::{WriteJson, to_string, to_value};
 

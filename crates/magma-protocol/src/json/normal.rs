@@ -21,10 +21,10 @@
 
 use super::KeyFilter;
 use super::key_set::{KeySet, key_text, offsets_fit};
+use super::lex::{Limits, skip_validated_value};
 use super::lex::{
     escaped_string_end, hex4, number_end, plain_run_end, short_escape, surrogate_pair, ws_end,
 };
-use super::parse::{Limits, skip_validated_value};
 use super::scan::{scan_number, scan_string};
 use super::write::push_escape;
 

@@ -20,32 +20,13 @@ use std::fmt;
 use super::kept::{EXACT_FALLBACK_BYTES, KeptInputs};
 use super::key_set::{KeySet, count_distinct, keep_repeats, key_text, offsets_fit};
 use super::lex::{
-    escaped_string_end, hex4, number_end, plain_run_end, plain_string, short_escape,
-    surrogate_pair, ws_end,
+    Limits, PResult, escaped_string_end, hex4, number_end, plain_run_end, short_escape,
+    skip_validated_value, surrogate_pair, ws_end,
 };
 use super::normal::normalize_free_object;
 use super::path::{Location, Segment};
 use super::scan::{ScanBuffers, scan_free_object};
 use super::{Json, KeyFilter, Map, Number, Object};
-
-/// The limits a reading applies: the caller names them (the crate's
-/// `limits.rs`); this layer only applies them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Limits {
-    /// The deepest container nesting of a document; deeper is a syntax error.
-    pub(crate) depth: usize,
-    /// How many containers may enclose a value below a free-form object;
-    /// a free-form object nested deeper is not kept as text.
-    pub(crate) free_form_depth: usize,
-}
-
-impl Limits {
-    /// No limit: for text that was validated before it was kept.
-    pub(crate) const NONE: Limits = Limits {
-        depth: usize::MAX,
-        free_form_depth: usize::MAX,
-    };
-}
 
 /// Objects with more keys than this get a hash index for duplicate checks.
 const LINEAR_KEY_LIMIT: usize = 12;
@@ -560,8 +541,6 @@ fn key_path(stack: &[KeyFrame<'_>], last: Option<Segment>) -> Location {
         .collect();
     Location::from(segs)
 }
-
-pub(super) type PResult<T> = Result<T, (usize, &'static str)>;
 
 /// Parses one document into a tree.
 pub(crate) fn parse(src: &[u8], limits: Limits) -> Result<Json, SyntaxError> {
@@ -1231,186 +1210,22 @@ fn insert_last_wins(
     }
 }
 
-/// The entries of an object kept as validated text, one level deep: the
-/// objects among the values stay text (see [`Mode::KeptTop`]), so reading one
-/// key of a large object does not build the whole tree.
-pub(super) fn read_kept_entries(text: &str) -> Option<Map<Json>> {
-    match parse_validated_text(text, Mode::KeptTop) {
-        Some(Json::Object(o)) => Some(o.into_map()),
-        _ => None,
-    }
-}
-
 /// Parses text that is already known to be UTF-8 and valid JSON.
 fn parse_validated_text(text: &str, mode: Mode) -> Option<Json> {
     let mut p = Parser::new(text.as_bytes(), text, Limits::NONE);
     p.document(mode).ok()
 }
 
-/// A value cut from validated text, its objects kept as text.
-pub(crate) fn read_kept_value(text: &str) -> Option<Json> {
-    // Scalars and lists of scalars directly: a tool's `name`, a counter, a
-    // list of names.
-    match text.as_bytes().first()? {
-        b'[' => {
-            if let Some(items) = plain_scalar_list(text) {
-                return Some(Json::Array(items));
-            }
-        }
-        _ => {
-            if let Some(value) = plain_scalar(text) {
-                return Some(value);
-            }
-        }
-    }
+/// Validated object text read one level deep: the objects among its values
+/// stay text ([`Mode::KeptTop`]). For `kept_text.rs`.
+pub(super) fn validated_object_one_level(text: &str) -> Option<Json> {
+    parse_validated_text(text, Mode::KeptTop)
+}
+
+/// A validated value read with its objects kept as text
+/// ([`Mode::InKeptText`]). For `kept_text.rs`.
+pub(super) fn validated_value(text: &str) -> Option<Json> {
     parse_validated_text(text, Mode::InKeptText)
-}
-
-/// A scalar of validated text, alone in `text`, if it needs no decoding:
-/// a string without escapes, a number or a literal.
-fn plain_scalar(text: &str) -> Option<Json> {
-    match text.as_bytes().first()? {
-        b'"' => plain_string(text).map(|s| Json::String(s.to_owned())),
-        b'-' | b'0'..=b'9' => Some(Json::Number(Number::from_parser(text))),
-        b't' => Some(Json::Bool(true)),
-        b'f' => Some(Json::Bool(false)),
-        b'n' => Some(Json::Null),
-        _ => None,
-    }
-}
-
-/// The items of a validated array (`text` starts with `[`) if each is a
-/// [`plain_scalar`]; `None` for anything else (nested values, escapes).
-fn plain_scalar_list(text: &str) -> Option<Vec<Json>> {
-    let b = text.as_bytes();
-    let mut i = ws_end(b, 1);
-    if b.get(i) == Some(&b']') {
-        return Some(Vec::new());
-    }
-    // Room for a short list (robot names, a few objects) without regrowing.
-    let mut items = Vec::with_capacity(4);
-    loop {
-        let (item, end) = match b.get(i)? {
-            b'"' => {
-                let end = plain_run_end(b, i + 1);
-                if b.get(end) != Some(&b'"') {
-                    return None;
-                }
-                (Json::String(text.get(i + 1..end)?.to_owned()), end + 1)
-            }
-            b'-' | b'0'..=b'9' => {
-                let end = number_end(b, i)?;
-                (Json::Number(Number::from_parser(text.get(i..end)?)), end)
-            }
-            b't' => (Json::Bool(true), i + 4),
-            b'f' => (Json::Bool(false), i + 5),
-            b'n' => (Json::Null, i + 4),
-            _ => return None,
-        };
-        items.push(item);
-        i = ws_end(b, end);
-        match b.get(i)? {
-            b',' => i = ws_end(b, i + 1),
-            b']' => return Some(items),
-            _ => return None,
-        }
-    }
-}
-
-/// A member of validated object text, by offsets into the text.
-pub(crate) struct Member {
-    /// Where the key starts (after its quote); for a key that needs no
-    /// escape, as long as the key looked up.
-    pub(crate) key: usize,
-    /// The value's text.
-    pub(crate) value: std::ops::Range<usize>,
-}
-
-/// Where the value of the top-level member `key` of validated object text
-/// lies (start and end offsets), without building anything. Validated text
-/// writes each key as the writer does: as it is when it needs no escape
-/// (the scan keeps no object with an escaped key), with the writer's
-/// escapes otherwise (the normal text of `normal.rs`). One key has one
-/// written form, so keys compare as bytes with the written form of `key`.
-pub(crate) fn find_member(text: &str, key: &str) -> Option<Member> {
-    let src = text.as_bytes();
-    let written: Cow<'_, str> = if plain_run_end(key.as_bytes(), 0) == key.len() {
-        Cow::Borrowed(key)
-    } else {
-        let mut quoted = String::with_capacity(key.len() + 8);
-        super::write::write_str(&mut quoted, key);
-        Cow::Owned(quoted[1..quoted.len() - 1].to_owned())
-    };
-    let mut i = 1;
-    loop {
-        i = ws_end(src, i);
-        if src.get(i) != Some(&b'"') {
-            // `}` of an empty object (or of text that is not what it should be).
-            return None;
-        }
-        let start = i + 1;
-        let end = escaped_string_end(src, start);
-        i = end + 1;
-        i = ws_end(src, i);
-        if src.get(i) != Some(&b':') {
-            return None;
-        }
-        i += 1;
-        i = ws_end(src, i);
-        let value_end = skip_validated_value(src, i)?;
-        if &src[start..end] == written.as_bytes() {
-            return Some(Member {
-                key: start,
-                value: i..value_end,
-            });
-        }
-        i = value_end;
-        i = ws_end(src, i);
-        if src.get(i) != Some(&b',') {
-            return None;
-        }
-        i += 1;
-    }
-}
-
-/// The end of the value at `i` in text known to be valid JSON: strings and
-/// containers are skipped without checking them again.
-pub(super) fn skip_validated_value(src: &[u8], mut i: usize) -> Option<usize> {
-    let mut depth = 0usize;
-    loop {
-        match *src.get(i)? {
-            b'"' => {
-                i = escaped_string_end(src, i + 1);
-                if src.get(i) != Some(&b'"') {
-                    return None;
-                }
-                i += 1;
-            }
-            b'{' | b'[' => {
-                depth += 1;
-                i += 1;
-            }
-            b'}' | b']' => {
-                depth = depth.checked_sub(1)?;
-                i += 1;
-            }
-            // Inside a container: numbers, literals, `,`, `:`, whitespace.
-            _ if depth > 0 => i += 1,
-            _ => {
-                // A scalar at the top: it ends at a delimiter or the end.
-                while let Some(&c) = src.get(i) {
-                    if matches!(c, b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r') {
-                        break;
-                    }
-                    i += 1;
-                }
-                return Some(i);
-            }
-        }
-        if depth == 0 {
-            return Some(i);
-        }
-    }
 }
 
 /// Test support: JSON-ish text that nests `leaf` tokens in arrays and in
@@ -1640,46 +1455,6 @@ mod tests {
         ) {
             let from = from.min(src.len());
             proptest::prop_assert_eq!(plain_run_end(&src, from), plain_run_end_bytewise(&src, from));
-        }
-
-        /// The shortcuts for one value of kept text read it as the parser
-        /// does, and the key filter of a kept object admits all its keys.
-        #[test]
-        fn kept_values_and_key_filters_agree_with_the_parser(value in tricky_text()) {
-            let doc = format!("{{\"k\": {value}}}");
-            let mut sc = ScanBuffers::with_room();
-            if scan_free_object(doc.as_bytes(), 0, 0, TEST_LIMITS, &mut sc).is_some() {
-                proptest::prop_assert_eq!(
-                    read_kept_value(&value),
-                    parse_validated_text(&value, Mode::InKeptText)
-                );
-            }
-            if let Some((end, keys)) = scan_free_object(value.as_bytes(), 0, 0, TEST_LIMITS, &mut sc) {
-                proptest::prop_assert_eq!(end, value.len());
-                let parsed = parse(value.as_bytes(), TEST_LIMITS).unwrap();
-                let object = parsed.as_object().unwrap();
-                for key in object.keys() {
-                    proptest::prop_assert!(keys.may_contain(key), "{key} in {value}");
-                }
-                // `get_str` borrows from the text what `get` would build, and
-                // `get_cloned` copies it: on unread text, after one lookup,
-                // and once read whole.
-                for key in object.keys().chain(["", "k", "missing"]) {
-                    let want = object.get(key).and_then(Json::as_str);
-                    let copy = object.get(key).cloned();
-                    let fresh = Object::from_validated_text(&value, keys);
-                    proptest::prop_assert_eq!(fresh.get_str(key), want, "{} in {}", key, value);
-                    proptest::prop_assert_eq!(&fresh.get_cloned(key), &copy);
-                    let looked_up = Object::from_validated_text(&value, keys);
-                    let _ = looked_up.get(key);
-                    proptest::prop_assert_eq!(looked_up.get_str(key), want);
-                    proptest::prop_assert_eq!(&looked_up.get_cloned(key), &copy);
-                    let read = Object::from_validated_text(&value, keys);
-                    let _ = read.len();
-                    proptest::prop_assert_eq!(read.get_str(key), want);
-                    proptest::prop_assert_eq!(&read.get_cloned(key), &copy);
-                }
-            }
         }
 
     }

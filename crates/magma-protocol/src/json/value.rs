@@ -253,12 +253,12 @@ impl Object {
                 // Unread text: a missing key costs a scan, the first key
                 // looked up costs its value.
                 None => {
-                    let member = super::parse::find_member(text, key)?;
+                    let member = super::kept_text::find_member(text, key)?;
                     // Only a key written as it is can be found again by
                     // its bytes at `at` (see `Decoded::looked_up`).
                     let plain = super::lex::plain_run_end(key.as_bytes(), 0) == key.len();
                     let value = plain
-                        .then(|| super::parse::read_kept_value(&text[member.value]))
+                        .then(|| super::kept_text::read_kept_value(&text[member.value]))
                         .flatten();
                     if let Some(value) = value {
                         let at = member.key..member.key + key.len();
@@ -272,7 +272,7 @@ impl Object {
                     if let Some(v) = r.looked_up(text, key) {
                         return Some(v);
                     }
-                    super::parse::find_member(text, key)?;
+                    super::kept_text::find_member(text, key)?;
                 }
                 Some(_) => {}
             }
@@ -304,8 +304,8 @@ impl Object {
                 return None;
             }
             if read.get().is_none() {
-                let member = super::parse::find_member(text, key)?;
-                if let Some(value) = super::parse::read_kept_value(&text[member.value]) {
+                let member = super::kept_text::find_member(text, key)?;
+                if let Some(value) = super::kept_text::read_kept_value(&text[member.value]) {
                     return Some(value);
                 }
             }
@@ -344,7 +344,7 @@ impl Object {
                     if let Some(v) = cached.and_then(|r| r.looked_up(text, key)) {
                         return v.as_str();
                     }
-                    let member = super::parse::find_member(text, key)?;
+                    let member = super::kept_text::find_member(text, key)?;
                     let value = text.get(member.value)?;
                     if !value.starts_with('"') {
                         return None;
@@ -364,7 +364,7 @@ impl Object {
     fn raw_may_contain(&self, key: &str) -> bool {
         match &self.repr {
             ObjectRepr::Raw { text, read } if entries_read(read).is_none() => {
-                text.keys.may_contain(key) && super::parse::find_member(text, key).is_some()
+                text.keys.may_contain(key) && super::kept_text::find_member(text, key).is_some()
             }
             _ => true,
         }
@@ -427,7 +427,7 @@ impl Object {
 fn read_kept_text(text: &str) -> Map<Json> {
     // `None` is unreachable: the text was validated as an object before it
     // was kept.
-    super::parse::read_kept_entries(text).unwrap_or_default()
+    super::kept_text::read_kept_entries(text).unwrap_or_default()
 }
 
 /// `true` when `key` and `value` can be written into validated text as
@@ -457,7 +457,7 @@ fn splice<K: AsRef<str> + Into<String>>(
     use super::write::WriteJson;
     let k = key.as_ref();
     let found = if text.keys.may_contain(k) {
-        super::parse::find_member(text, k).map(|m| (m.value.start, m.value.end))
+        super::kept_text::find_member(text, k).map(|m| (m.value.start, m.value.end))
     } else {
         None
     };
@@ -469,7 +469,7 @@ fn splice<K: AsRef<str> + Into<String>>(
             out.push_str(&text[end..]);
             let old = match entries_read(read) {
                 Some(_) => None,
-                None => super::parse::read_kept_value(&text[start..end]),
+                None => super::kept_text::read_kept_value(&text[start..end]),
             };
             (out, old)
         }

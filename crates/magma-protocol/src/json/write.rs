@@ -423,7 +423,7 @@ impl WriteJson for Json {
 /// A value of this crate as [`Json`], by writing it and reading the text
 /// back within `limits` (`null` beyond them): used for the `input` of a
 /// model-level error, which pydantic reports as the model's dump.
-pub(crate) fn to_value<T: WriteJson + ?Sized>(value: &T, limits: super::parse::Limits) -> Json {
+pub(crate) fn to_value<T: WriteJson + ?Sized>(value: &T, limits: super::lex::Limits) -> Json {
     super::parse::parse(to_string(value).as_bytes(), limits).unwrap_or_default()
 }
 

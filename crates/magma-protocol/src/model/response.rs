@@ -9,7 +9,6 @@ use std::ops::Deref;
 use serde::ser::{Serialize, SerializeStruct, Serializer};
 
 use crate::error::{Error, ErrorKind};
-use crate::inline_vec::InlineVec;
 use crate::json::write::{write_i64, write_str, write_u64};
 use crate::json::{Json, Object, Shape, WriteJson, parse_shaped_counted, to_string, to_value};
 use crate::limits::{MAX_REPORTED_ERRORS, READ};
@@ -96,7 +95,7 @@ pub struct AgentDecision {
     /// A message for the user (default `""`).
     pub say: String,
     /// Tool calls (default none).
-    pub tool_calls: InlineVec<ToolCall>,
+    pub tool_calls: Vec<ToolCall>,
 }
 
 impl AgentDecision {
@@ -104,15 +103,15 @@ impl AgentDecision {
     pub fn say(text: impl Into<String>) -> Self {
         AgentDecision {
             say: text.into(),
-            tool_calls: InlineVec::new(),
+            tool_calls: Vec::new(),
         }
     }
 
     /// A decision that only calls tools.
-    pub fn call(tool_calls: impl Into<InlineVec<ToolCall>>) -> Self {
+    pub fn call(tool_calls: Vec<ToolCall>) -> Self {
         AgentDecision {
             say: String::new(),
-            tool_calls: tool_calls.into(),
+            tool_calls,
         }
     }
 }
@@ -225,7 +224,7 @@ pub struct AgentOutput {
     /// The full replacement memory, for errors too.
     pub memory: Object,
     /// Free-form diagnostics.
-    pub internal_steps: InlineVec<Object>,
+    pub internal_steps: Vec<Object>,
     /// Decision or error; gives `status`, `output` and `error` on the wire.
     pub outcome: Outcome,
 }
@@ -333,9 +332,7 @@ fn decision(v: Json, cx: &mut Validation) -> Option<Option<AgentDecision>> {
     let obj = model_object(v, "AgentDecision", cx)?;
     let mut f = Fields::new(obj, &[], cx);
     let say = f.optional("say", cx, String::new, strict_str);
-    let tool_calls = f.optional("tool_calls", cx, InlineVec::new, |v, cx| {
-        list(v, cx, tool_call).map(InlineVec::from)
-    });
+    let tool_calls = f.optional("tool_calls", cx, Vec::new, |v, cx| list(v, cx, tool_call));
     f.finish(cx).then_some(())?;
     Some(Some(AgentDecision {
         say: say?,
@@ -405,8 +402,8 @@ fn output(v: Json, cx: &mut Validation) -> Option<AgentOutput> {
         literal(v, cx, &["completed", "error"])
     });
     let memory = f.required("memory", cx, free_object);
-    let steps = f.optional("internal_steps", cx, InlineVec::new, |v, cx| {
-        list(v, cx, free_object).map(InlineVec::from)
+    let steps = f.optional("internal_steps", cx, Vec::new, |v, cx| {
+        list(v, cx, free_object)
     });
     let decision = f.optional("output", cx, || None, decision);
     let error = f.optional("error", cx, || None, agent_error);
@@ -481,12 +478,12 @@ impl WriteJson for AgentDecision {
         out.push_str("{\"say\":");
         write_str(out, &self.say);
         out.push_str(",\"tool_calls\":");
-        self.tool_calls.as_slice().write_json(out);
+        self.tool_calls.write_json(out);
         out.push('}');
     }
 
     fn size_hint(&self) -> usize {
-        28 + self.say.len() + self.tool_calls.as_slice().size_hint()
+        28 + self.say.len() + self.tool_calls.size_hint()
     }
 }
 
@@ -551,7 +548,7 @@ impl WriteJson for AgentOutput {
         out.push_str("\"memory\":");
         self.memory.write_json(out);
         out.push_str(",\"internal_steps\":");
-        self.internal_steps.as_slice().write_json(out);
+        self.internal_steps.write_json(out);
         out.push(',');
         write_output_and_error(out, &self.outcome);
         out.push('}');
@@ -560,7 +557,7 @@ impl WriteJson for AgentOutput {
     fn size_hint(&self) -> usize {
         130 + self.request_id.len()
             + self.memory.size_hint()
-            + self.internal_steps.as_slice().size_hint()
+            + self.internal_steps.size_hint()
             + outcome_size_hint(&self.outcome)
     }
 }

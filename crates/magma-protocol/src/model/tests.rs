@@ -6,7 +6,6 @@
 
 use proptest::prelude::*;
 
-use crate::inline_vec::InlineVec;
 use crate::json::testing::*;
 use crate::json::{Json, Object, WriteJson, to_string};
 use crate::validate::NonEmptyString;
@@ -46,7 +45,7 @@ fn candidates() -> Vec<AgentOutput> {
         Outcome::Completed(AgentDecision::say("hi \"there\"")),
         Outcome::Completed(AgentDecision {
             say: "both".into(),
-            tool_calls: vec![call.clone(), call].into(),
+            tool_calls: vec![call.clone(), call],
         }),
         Outcome::Error(AgentError::new("", "")),
         Outcome::Error(AgentError::new("demo_error", "bad\u{0}").with_component("dé\\mo")),
@@ -63,7 +62,7 @@ fn candidates() -> Vec<AgentOutput> {
             } else {
                 raw(r#"{"m": []}"#)
             },
-            internal_steps: vec![Object::new(), raw(r#"{"s":1}"#), sample_object()].into(),
+            internal_steps: vec![Object::new(), raw(r#"{"s":1}"#), sample_object()],
             outcome,
         })
         .collect()
@@ -187,7 +186,7 @@ fn first_allocation() {
                 source_id: input.id,
                 candidate_index: 0,
                 memory,
-                internal_steps: InlineVec::new(),
+                internal_steps: Vec::new(),
                 outcome: Outcome::Completed(AgentDecision::call(vec![call])),
             }
         })
@@ -241,7 +240,7 @@ proptest! {
         };
         let error = AgentError::new(s.clone(), s.clone()).with_component(s.clone());
         let response = AgentResponse::new(
-            [Outcome::Completed(AgentDecision { say: s.clone(), tool_calls: [call].into() }),
+            [Outcome::Completed(AgentDecision { say: s.clone(), tool_calls: vec![call] }),
              Outcome::Error(error)]
             .into_iter()
             .map(|outcome| AgentOutput {

@@ -320,7 +320,7 @@ fn proposals_are_built_from_payloads_gen_can_reinject() {
     // GEN treats both, or neither, as an invalid answer.
     let both = AgentDecision {
         say: "and".into(),
-        tool_calls: vec![call].into(),
+        tool_calls: vec![call],
     };
     for bad in [both, AgentDecision::say("")] {
         let err = CoachingPayload::replace_decision(bad).unwrap_err();

@@ -10,7 +10,6 @@ mod exchange;
 mod export;
 mod fixtures;
 mod hostile;
-mod inline_vec;
 mod public_corpus;
 mod regression;
 mod roundtrip;

@@ -20,7 +20,7 @@ use magma_testkit::source::{Reference, module_of, references, root_names, rust_f
 /// The layers, lowest first; modules in one entry may not use each other.
 const LAYERS: &[&[&str]] = &[
     &["json", "routes"],
-    &["limits", "inline_vec"],
+    &["limits"],
     &["error"],
     &["validate", "json_schema"],
     &["model"],

@@ -128,12 +128,11 @@ fn decision(fault: Fault, input: &AgentInput, k: u64) -> AgentDecision {
                 .to_owned();
             AgentDecision {
                 say: "On it!".to_owned(),
-                tool_calls: [ToolCall {
+                tool_calls: vec![ToolCall {
                     name: NonEmptyString::new(first_tool(input)).unwrap(),
                     arguments: Object::new(),
                     target_robot_name: NonEmptyString::new(robot).unwrap(),
-                }]
-                .into(),
+                }],
             }
         }
         // Branches sample (a model would), unless inference_mode is true.

@@ -332,7 +332,7 @@ fn rules_issue(req: &SpecializedCoachingRequest) -> Option<Issue> {
 /// trajectory itself, and the few point ids compared with each other, with
 /// nothing allocated. Other trajectories' ids are copied and sorted rather
 /// than hashed: std's `HashSet` (SipHash, a random state made per set) cost
-/// a GEN-sized request 0.3% of its parse (`docs/performance.md`, run 22).
+/// a GEN-sized request 0.3% of its parse.
 fn rules_problem(req: &SpecializedCoachingRequest) -> Option<&'static str> {
     let steps = &req.trajectory;
     let in_order = steps.is_sorted_by(|a, b| a.id < b.id);

@@ -4,7 +4,6 @@
 //! writers.
 
 use crate::error::ErrorKind;
-use crate::inline_vec::InlineVec;
 use crate::json::write::{write_i64, write_str};
 use crate::json::{Json, Object, Shape, WriteJson};
 use crate::limits::READ;
@@ -162,7 +161,7 @@ pub struct CoachingStep {
     /// The agent's error, if any.
     pub error: Option<AgentError>,
     /// The candidate's `internal_steps`, free-form (see [`InternalStep`](super::InternalStep)).
-    pub internal_steps: InlineVec<Object>,
+    pub internal_steps: Vec<Object>,
     /// What executing the decision gave, free-form (default `{}`).
     pub execution: Object,
 }
@@ -175,7 +174,7 @@ impl CoachingStep {
             input,
             output: None,
             error: None,
-            internal_steps: InlineVec::new(),
+            internal_steps: Vec::new(),
             execution: Object::new(),
         }
     }
@@ -292,8 +291,8 @@ impl Validate for CoachingStep {
         let input = f.required("input", cx, AgentInput::validate);
         let output = f.optional("output", cx, || None, AgentDecision::validate_opt);
         let error = f.optional("error", cx, || None, AgentError::validate_opt);
-        let steps = f.optional("internal_steps", cx, InlineVec::new, |v, cx| {
-            list(v, cx, free_object).map(InlineVec::from)
+        let steps = f.optional("internal_steps", cx, Vec::new, |v, cx| {
+            list(v, cx, free_object)
         });
         let execution = f.optional("execution", cx, Object::new, free_object);
         f.finish(cx).then_some(())?;
@@ -400,7 +399,7 @@ impl WriteJson for CoachingStep {
         out.push_str(",\"error\":");
         self.error.write_json(out);
         out.push_str(",\"internal_steps\":");
-        self.internal_steps.as_slice().write_json(out);
+        self.internal_steps.write_json(out);
         out.push_str(",\"execution\":");
         self.execution.write_json(out);
         out.push('}');
@@ -410,7 +409,7 @@ impl WriteJson for CoachingStep {
         90 + self.input.size_hint()
             + self.output.size_hint()
             + self.error.size_hint()
-            + self.internal_steps.as_slice().size_hint()
+            + self.internal_steps.size_hint()
             + self.execution.size_hint()
     }
 }

@@ -48,7 +48,6 @@ use super::super::{
     CoachingDiagnosis, CoachingError, CoachingStage, CoachingStep, ReinjectionPoint,
 };
 use super::{CoachingKind, ROOT_FIELDS, SpecializedCoachingRequest, rules_problem};
-use crate::inline_vec::InlineVec;
 use crate::json::{Cursor, Object};
 use crate::limits::READ;
 use crate::model::{AGENT_ERROR_FIELDS, DECISION_FIELDS, TOOL_CALL_FIELDS};
@@ -177,8 +176,13 @@ fn decision(c: &mut Cursor<'_>) -> Option<AgentDecision> {
             d.say = c.string()?;
         } else {
             c.array(|c| {
-                // GEN's decisions hold one call: held inline.
-                d.tool_calls.push(tool_call(c)?);
+                let call = tool_call(c)?;
+                if d.tool_calls.capacity() == 0 {
+                    // GEN's decisions hold one call: room for exactly that
+                    // (a fourth of the default first allocation).
+                    d.tool_calls = Vec::with_capacity(1);
+                }
+                d.tool_calls.push(call);
                 Some(())
             })?;
         }
@@ -211,7 +215,7 @@ fn step_input(c: &mut Cursor<'_>) -> Option<AgentInput> {
 fn step(c: &mut Cursor<'_>) -> Option<CoachingStep> {
     let (mut id, mut input_) = (None, None);
     let (mut output, mut error) = (None, None);
-    let mut internal_steps = InlineVec::new();
+    let mut internal_steps = Vec::new();
     let mut execution = None;
     c.object(STEP_FIELDS, |c, i| {
         match i {
@@ -220,8 +224,12 @@ fn step(c: &mut Cursor<'_>) -> Option<CoachingStep> {
             2 => output = nullable(c, decision)?,
             3 => error = nullable(c, agent_error)?,
             4 => c.array(|c| {
-                // Usually one entry per step, as for the tool calls.
-                internal_steps.push(c.free_object(STEP_DEPTH + 1)?);
+                let item = c.free_object(STEP_DEPTH + 1)?;
+                if internal_steps.capacity() == 0 {
+                    // Usually one entry per step, as for the tool calls.
+                    internal_steps = Vec::with_capacity(1);
+                }
+                internal_steps.push(item);
                 Some(())
             })?,
             _ => execution = Some(c.free_object(STEP_DEPTH)?),
@@ -274,11 +282,10 @@ const STEPS_RESERVED_AT_MOST: usize = 1024;
 
 /// The trajectory: [`list`] of [`step`]s, with room made after the first
 /// step for as many more as the rest of the document would hold steps of
-/// its size. A GEN trajectory's steps are alike, and a vector of steps
-/// (384 bytes then, 472 now) grown by doubling copied most of them once
-/// more: sized at once, a 50-step request parses about 0.4% faster
-/// (`docs/performance.md`, run 22). At most [`STEPS_RESERVED_AT_MOST`],
-/// however small the first step.
+/// its size. A GEN trajectory's steps are alike, and a vector of steps of
+/// 384 bytes grown by doubling copied most of them once more: sized at
+/// once, a 50-step request parses about 0.4% faster. At most
+/// [`STEPS_RESERVED_AT_MOST`], however small the first step.
 fn trajectory_steps(c: &mut Cursor<'_>) -> Option<Vec<CoachingStep>> {
     let mut steps = Vec::new();
     c.array(|c| {
@@ -611,7 +618,7 @@ mod tests {
                 "{steps} steps: {kept} kept, {empty} trees"
             );
             // GEN's tool and robot names are held without an allocation of
-            // their own (docs/performance.md, run 21).
+            // their own (those allocations were half of a decision's cost).
             for step in &r.trajectory {
                 let output = step.output.as_ref().expect("GEN's decision");
                 for call in &output.tool_calls {
@@ -621,7 +628,7 @@ mod tests {
             // The trajectory was sized after its first step: the vector never
             // grew (its first allocation holds 4 steps), and holds room for
             // at most the steps it has, one more, and the reinjection point's
-            // input (run 22).
+            // input.
             let (len, room) = (r.trajectory.len(), r.trajectory.capacity());
             assert!(room <= (len + 2).max(4), "{steps} steps: room for {room}");
         }

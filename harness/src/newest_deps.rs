@@ -29,7 +29,7 @@ const LIBRARIES: [&str; 4] = [
     "magma-rs-validator",
 ];
 
-pub(crate) fn run() -> Result<()> {
+pub fn run() -> Result<()> {
     let root = crate::project_root()?;
     let ws = crate::xtask_dir()?.join("newest-deps").join("ws");
     copy_workspace(&root, &ws)?;

@@ -63,7 +63,7 @@ const PACKAGES: [(&str, &str); 4] = [
     ("magma-rs-validator", "crates/magma-validator"),
 ];
 
-pub(crate) fn run() -> Result<()> {
+pub fn run() -> Result<()> {
     let root = crate::project_root()?;
     let scratch = crate::xtask_dir()?.join("docs-check");
     let mut pages = Vec::new();

@@ -202,7 +202,7 @@ pub(crate) fn metadata(root: &Path) -> Result<Value> {
     serde_json::from_slice(&out.stdout).context("parsing cargo metadata")
 }
 
-pub(crate) fn run() -> Result<()> {
+pub fn run() -> Result<()> {
     let root = crate::project_root()?;
     let graph = Graph::from_metadata(&metadata(&root)?)?;
     let published = graph.publishable();

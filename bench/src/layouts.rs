@@ -2,7 +2,7 @@
 //! `parse_ratio` bench over N random code layouts.
 //!
 //! Where the linker puts each function moves `parse_ratio`'s coaching/inference figure by up to
-//! 2% between builds of the same code (docs/performance.md, runs 20 and 24): more than the gaps
+//! 2% between builds of the same code: more than the gaps
 //! the bench is for, and invisible to its control, which runs the same code as the figure it
 //! controls. This command builds the bench N times, each with its functions in another random
 //! order (LLD's `--shuffle-sections` on the `.text` sections, seeded 1 to N), runs every build R
@@ -29,14 +29,14 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use anyhow::{Context, Result, bail};
-use magma_bench::bench::Spread;
 use serde_json::Value;
 
+use crate::bench::Spread;
 use crate::process::{cargo, target_dir};
 
 /// What `cargo xtask layouts` was asked to do.
 #[derive(Debug, PartialEq, clap::Args)]
-pub(crate) struct Options {
+pub struct Options {
     /// Layouts: builds linked with section-shuffle seeds 1 to N.
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u64).range(2..=64))]
     pub(crate) seeds: u64,
@@ -51,7 +51,7 @@ pub(crate) struct Options {
 /// The bench's arguments when none are given.
 const DEFAULT_BENCH_ARGS: &[&str] = &["--reps", "5", "--rounds", "40"];
 
-pub(crate) fn run(o: &Options) -> Result<()> {
+pub fn run(o: &Options) -> Result<()> {
     let root = crate::project_root()?;
     let args: Vec<String> = if o.bench_args.is_empty() {
         DEFAULT_BENCH_ARGS.iter().map(|a| (*a).to_owned()).collect()

@@ -44,7 +44,7 @@ struct Crate {
     repository: Option<String>,
 }
 
-pub(crate) fn run() -> Result<()> {
+pub fn run() -> Result<()> {
     let root = crate::project_root()?;
     let meta = metadata(&root)?;
     let crates = publishable_in_order(&meta)?;
