@@ -14,4 +14,5 @@ mod probe_live;
 #[cfg(feature = "tls")]
 mod probe_tls;
 mod proxy;
+mod proxy_load;
 mod support;
