@@ -771,6 +771,9 @@ async fn handle(req: Request<Incoming>, shared: Arc<Shared>) -> Response<HeldBod
                     shared.config.max_concurrent_calls, shared.config.max_queued_calls
                 ),
                 Refused::Closed => "the proxy is stopping".to_owned(),
+                Refused::NoThread => {
+                    "the proxy cannot start a thread for the upstream call; retry".to_owned()
+                }
             };
             return refuse(
                 &shared,

@@ -40,6 +40,8 @@ pub(super) enum Refused {
     Full,
     /// The proxy is stopping.
     Closed,
+    /// No call thread runs and none could be started.
+    NoThread,
 }
 
 struct Worker {
@@ -126,7 +128,7 @@ impl CallPool {
                     // No new thread: the call waits for a running one, if any.
                     let call = st.workers.pop().and_then(|w| w.call);
                     if st.workers.is_empty() {
-                        return Err(Refused::Closed);
+                        return Err(Refused::NoThread);
                     }
                     if let Some(call) = call {
                         return queue(&mut st, call, self.inner.max_queued);
