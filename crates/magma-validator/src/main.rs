@@ -158,9 +158,16 @@ enum Command {
         /// PEM private key of --tls-cert
         #[arg(long, value_name = "PEM", requires = "tls_cert")]
         tls_key: Option<PathBuf>,
-        /// Seconds one upstream call may take (then 504 with a JSON detail)
+        /// Seconds one upstream call may take, its wait for a call thread included (then 504
+        /// with a JSON detail)
         #[arg(long, value_name = "S", default_value = "360", value_parser = seconds)]
         timeout: Duration,
+        /// Upstream calls under way at once (the proxy's call threads); further requests wait
+        #[arg(long, value_name = "N", default_value_t = magma_validator::proxy::DEFAULT_MAX_CONCURRENT_CALLS)]
+        max_concurrent_calls: usize,
+        /// Requests that wait for a call thread; past them, 503 with a JSON detail
+        #[arg(long, value_name = "N", default_value_t = magma_validator::proxy::DEFAULT_MAX_QUEUED_CALLS)]
+        max_queued_calls: usize,
         /// Largest request body forwarded, in bytes (larger: 413), as magma-server's default
         #[arg(long, value_name = "N", default_value_t = magma_validator::proxy::DEFAULT_MAX_BODY_BYTES)]
         max_body_bytes: u64,
@@ -490,6 +497,8 @@ fn run(cli: Cli) -> Result<u8, Fatal> {
             tls_cert,
             tls_key,
             timeout,
+            max_concurrent_calls,
+            max_queued_calls,
             max_body_bytes,
             max_response_bytes,
             max_total_body_bytes,
@@ -505,6 +514,8 @@ fn run(cli: Cli) -> Result<u8, Fatal> {
             config.client_identity = cert.zip(key);
             config.tls = tls_cert.zip(tls_key);
             config.timeout = timeout;
+            config.max_concurrent_calls = max_concurrent_calls;
+            config.max_queued_calls = max_queued_calls;
             config.max_body_bytes = max_body_bytes;
             config.max_response_bytes = max_response_bytes;
             config.max_total_body_bytes = max_total_body_bytes;

@@ -2,13 +2,23 @@
 //! forwards every exchange unchanged and checks it, and `replay`, which
 //! sends a recording's requests to another agent.
 //!
-//! The listening side is HTTP/1.1 (hyper on a small tokio runtime, HTTPS
-//! with `--tls-cert`/`--tls-key`); the upstream side is [`magma_client`]
-//! with the probe's TLS flags. Validation and recording run after the
-//! answer is on its way, on blocking threads, so they add no latency to
-//! what the consumer sees, and a fault of theirs never reaches it.
+//! The listening side is HTTP/1.1 (hyper on a one-thread tokio runtime,
+//! HTTPS with `--tls-cert`/`--tls-key`); the upstream side is
+//! [`magma_client`] with the probe's TLS flags, called from a bounded pool
+//! of threads. Validation and recording run after the answer is on its
+//! way, on a thread of their own, so they add no latency to what the
+//! consumer sees, and a fault of theirs never reaches it.
+//!
+//! Threads and memory: each kind of large buffer is allocated on one
+//! thread only (request bodies on the listening thread, answers on
+//! magma-client's runtime thread, what the checks parse on the check
+//! thread), and the call threads hold none. The system allocator keeps
+//! freed memory per thread (glibc's arenas): spread over many threads, the
+//! memory a budget lets one exchange hold at a time was kept once per
+//! thread; on one thread per kind it is kept once.
 
 mod inspect;
+mod pool;
 mod record;
 mod replay;
 mod summary;
@@ -33,6 +43,7 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use magma_client::{Client, ErrorKind, RawRequest};
+use pool::{Call, CallPool, Called, Refused};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 use tokio::sync::{OwnedSemaphorePermit, watch};
@@ -59,10 +70,18 @@ pub const DEFAULT_MAX_TOTAL_BODY_BYTES: u64 = 256 << 20;
 const BUDGET_WAIT: Duration = Duration::from_secs(1);
 /// The budget counts in units of this many bytes (a semaphore's permits).
 const UNIT: u64 = 1024;
+/// The largest buffer given at once to a request body of unknown length;
+/// past it the buffer grows as it fills.
+const MAX_UNKNOWN_LENGTH_BUFFER: usize = 64 << 20;
 
 /// Default size over which `--record` writes a body's digest instead of
 /// its text (1 MiB).
 pub const DEFAULT_RECORD_BODY_LIMIT: usize = 1 << 20;
+/// Default number of upstream calls under way at once (threads of the call
+/// pool): magma-server's default `max_concurrent_inferences`.
+pub const DEFAULT_MAX_CONCURRENT_CALLS: usize = 64;
+/// Default number of requests waiting for a call thread before `503`.
+pub const DEFAULT_MAX_QUEUED_CALLS: usize = 256;
 
 /// How the proxy runs. Start with [`ProxyConfig::new`].
 #[derive(Debug, Clone)]
@@ -78,8 +97,15 @@ pub struct ProxyConfig {
     pub client_identity: Option<(PathBuf, PathBuf)>,
     /// PEM certificate chain and key: listen with HTTPS.
     pub tls: Option<(PathBuf, PathBuf)>,
-    /// Seconds one upstream call may take (then `504`).
+    /// Seconds one upstream call may take, its wait for a call thread
+    /// included (then `504`).
     pub timeout: Duration,
+    /// Upstream calls under way at once: the threads of the call pool. At
+    /// least 1.
+    pub max_concurrent_calls: usize,
+    /// Requests that wait for a call thread when all are busy; past them,
+    /// `503` with a JSON `detail`.
+    pub max_queued_calls: usize,
     /// Largest request body forwarded (larger: `413`).
     pub max_body_bytes: u64,
     /// Largest answer body read from the upstream (larger: `502`).
@@ -112,6 +138,8 @@ impl ProxyConfig {
             client_identity: None,
             tls: None,
             timeout: magma_client::DEFAULT_TIMEOUT,
+            max_concurrent_calls: DEFAULT_MAX_CONCURRENT_CALLS,
+            max_queued_calls: DEFAULT_MAX_QUEUED_CALLS,
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             max_response_bytes: magma_client::DEFAULT_MAX_RESPONSE_BYTES,
             max_total_body_bytes: DEFAULT_MAX_TOTAL_BODY_BYTES,
@@ -172,20 +200,31 @@ pub struct Proxy {
     listener: TcpListener,
     local_addr: SocketAddr,
     shared: Arc<Shared>,
+    checking: Arc<Checking>,
     config: ProxyConfig,
     writer: Option<std::thread::JoinHandle<()>>,
+    checker: Option<std::thread::JoinHandle<()>>,
     #[cfg(feature = "tls")]
     acceptor: Option<tokio_rustls::TlsAcceptor>,
 }
 
+/// What the connections share.
 struct Shared {
-    client: Client,
     config: ProxyConfig,
     next_id: AtomicU64,
-    pending: AtomicUsize,
+    budget: Arc<tokio::sync::Semaphore>,
+    calls: CallPool,
+    /// The check thread's queue (closed at the end of [`Proxy::run`]). What
+    /// waits in it holds its share of the budget, which bounds it.
+    checks: Mutex<Option<mpsc::Sender<Done>>>,
+    log: LogFn,
+}
+
+/// What the check thread uses.
+struct Checking {
+    config: ProxyConfig,
     stats: Mutex<Stats>,
     record: Mutex<Option<mpsc::Sender<String>>>,
-    budget: Arc<tokio::sync::Semaphore>,
     log: LogFn,
 }
 
@@ -211,6 +250,11 @@ impl Proxy {
             builder = builder.client_identity_files(cert.clone(), key.clone());
         }
         let client = builder.build().map_err(|e| upstream_err(e.to_string()))?;
+        if config.max_concurrent_calls == 0 {
+            return Err(ProxyError::Limits(
+                "--max-concurrent-calls must be at least 1".to_owned(),
+            ));
+        }
         if config.max_total_body_bytes < config.max_body_bytes.saturating_mul(4) {
             return Err(ProxyError::Limits(
                 "--max-total-body-bytes must be at least 4 x --max-body-bytes (a request and \
@@ -251,8 +295,8 @@ impl Proxy {
             }
             None => (None, None),
         };
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
+        // One thread reads every request body (see the module's docs).
+        let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .map_err(ProxyError::Runtime)?;
@@ -266,14 +310,26 @@ impl Proxy {
             addr: config.listen.clone(),
             source,
         })?;
-        let shared = Arc::new(Shared {
-            client,
+        let checking = Arc::new(Checking {
             config: config.clone(),
-            next_id: AtomicU64::new(1),
-            pending: AtomicUsize::new(0),
             stats: Mutex::new(Stats::default()),
             record: Mutex::new(record_tx),
+            log: Arc::clone(&log),
+        });
+        let (checks_tx, checks_rx) = mpsc::channel::<Done>();
+        let checker = {
+            let checking = Arc::clone(&checking);
+            std::thread::Builder::new()
+                .name("magma-proxy-check".to_owned())
+                .spawn(move || check_all(&checking, &checks_rx))
+                .map_err(ProxyError::Runtime)?
+        };
+        let shared = Arc::new(Shared {
+            config: config.clone(),
+            next_id: AtomicU64::new(1),
             budget: Arc::new(tokio::sync::Semaphore::new(budget_units)),
+            calls: CallPool::new(client, config.max_concurrent_calls, config.max_queued_calls),
+            checks: Mutex::new(Some(checks_tx)),
             log,
         });
         Ok(Proxy {
@@ -281,8 +337,10 @@ impl Proxy {
             listener,
             local_addr,
             shared,
+            checking,
             config,
             writer,
+            checker: Some(checker),
             #[cfg(feature = "tls")]
             acceptor,
         })
@@ -310,8 +368,10 @@ impl Proxy {
             runtime,
             listener,
             shared,
+            checking,
             config,
             writer,
+            checker,
             #[cfg(feature = "tls")]
             acceptor,
             ..
@@ -361,22 +421,29 @@ impl Proxy {
             let _ = stop_tx.send(true);
             // Exchanges under way finish (up to the upstream timeout).
             let limit = Instant::now() + config.timeout + Duration::from_secs(1);
-            while (active.load(Ordering::SeqCst) > 0 || shared.pending.load(Ordering::SeqCst) > 0)
-                && Instant::now() < limit
-            {
+            while active.load(Ordering::SeqCst) > 0 && Instant::now() < limit {
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
         });
         runtime.shutdown_timeout(Duration::from_secs(1));
+        // The call threads end once their calls have (each within its
+        // deadline); the check thread once it has checked what is queued.
+        shared.calls.close();
+        if let Ok(mut tx) = shared.checks.lock() {
+            tx.take();
+        }
+        if let Some(c) = checker {
+            let _ = c.join();
+        }
         // Close the recording: the writer ends when its channel does.
-        if let Ok(mut tx) = shared.record.lock() {
+        if let Ok(mut tx) = checking.record.lock() {
             tx.take();
         }
         if let Some(w) = writer {
             let _ = w.join();
         }
         let stats = std::mem::take(
-            &mut *shared
+            &mut *checking
                 .stats
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner),
@@ -528,12 +595,21 @@ enum ReadError {
 
 /// Reads a request body into one buffer, sized by `Content-Length` when it
 /// is given (no second copy of a large body), at most `limit` bytes.
+///
+/// A body of unknown length (chunked) gets a buffer of the whole limit at
+/// once (of which only what is written becomes resident), not one that
+/// doubles as it fills: the buffers it would outgrow and free on the way
+/// are holes the allocator keeps. The budget has reserved the limit for
+/// such a body already; a body much shorter than its buffer is copied
+/// into one of its size.
 async fn read_body(
     mut body: Incoming,
     declared: Option<u64>,
     limit: usize,
 ) -> Result<Bytes, ReadError> {
-    let capacity = declared.map_or(0, |n| usize::try_from(n).unwrap_or(limit).min(limit));
+    let capacity = declared.map_or(limit.min(MAX_UNKNOWN_LENGTH_BUFFER), |n| {
+        usize::try_from(n).unwrap_or(limit).min(limit)
+    });
     let mut buf = bytes::BytesMut::with_capacity(capacity);
     while let Some(frame) = body.frame().await {
         let frame = frame.map_err(ReadError::Body)?;
@@ -543,6 +619,9 @@ async fn read_body(
             }
             buf.extend_from_slice(&data);
         }
+    }
+    if buf.len() < buf.capacity() / 2 {
+        return Ok(Bytes::copy_from_slice(&buf));
     }
     Ok(buf.freeze())
 }
@@ -672,25 +751,51 @@ async fn handle(req: Request<Incoming>, shared: Arc<Shared>) -> Response<HeldBod
     }
     let mut raw = RawRequest::new(method.clone(), path.clone()).body(body.clone());
     *raw.headers_mut() = forwardable(&parts.headers);
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    let client = shared.client.clone();
-    // magma-client blocks on its own runtime: call it from a plain thread.
-    let spawned = std::thread::Builder::new()
-        .name("magma-proxy-call".to_owned())
-        .spawn(move || {
-            let _ = tx.send(client.execute(raw));
-        });
+    // magma-client blocks on its own runtime: the call waits on a thread of
+    // the pool, and `--timeout` counts from here, its wait included.
+    let timeout = shared.config.timeout;
+    let deadline = Instant::now() + timeout;
+    let (reply, rx) = tokio::sync::oneshot::channel();
+    let call = Call {
+        request: raw,
+        deadline,
+        reply,
+    };
+    match shared.calls.submit(call) {
+        Ok(()) => {}
+        Err(refused) => {
+            let text = match refused {
+                Refused::Full => format!(
+                    "the proxy's {} upstream calls (--max-concurrent-calls) are all under way \
+                     and {} more wait (--max-queued-calls); retry",
+                    shared.config.max_concurrent_calls, shared.config.max_queued_calls
+                ),
+                Refused::Closed => "the proxy is stopping".to_owned(),
+                Refused::NoThread => {
+                    "the proxy cannot start a thread for the upstream call; retry".to_owned()
+                }
+            };
+            return refuse(
+                &shared,
+                id,
+                &method,
+                path,
+                started_at,
+                StatusCode::SERVICE_UNAVAILABLE,
+                "call_queue",
+                &text,
+            );
+        }
+    }
     let mut checked = true;
     let mut kept = None;
-    let result = match spawned {
-        Ok(_) => rx.await.ok(),
-        Err(e) => {
-            (shared.log)(&format!("proxy fault: cannot start a thread: {e}"));
-            None
-        }
+    let result = match tokio::time::timeout_at(deadline.into(), rx).await {
+        Ok(Ok(called)) => Some(called),
+        Ok(Err(_)) => None,
+        Err(_) => Some(Called::Expired),
     };
     let (response, status, content_type, answer, extra) = match result {
-        Some(Ok(answer)) => {
+        Some(Called::Answer(answer)) => {
             let status = answer.status();
             let content_type = answer
                 .headers()
@@ -719,18 +824,40 @@ async fn handle(req: Request<Incoming>, shared: Arc<Shared>) -> Response<HeldBod
             *resp.headers_mut() = headers;
             (resp, status, content_type, bytes, Vec::new())
         }
-        Some(Err(e)) => {
-            let (status, code) = match e.kind() {
-                ErrorKind::Timeout(_) => (StatusCode::GATEWAY_TIMEOUT, "upstream_timeout"),
-                ErrorKind::BodyTooLarge { .. } => (StatusCode::BAD_GATEWAY, "body_too_large"),
-                _ => (StatusCode::BAD_GATEWAY, "upstream_unreachable"),
+        Some(failed @ (Called::Failed(_) | Called::Expired)) => {
+            let (status, code, why) = match &failed {
+                Called::Failed(e) => match e.kind() {
+                    ErrorKind::Timeout(_) => (
+                        StatusCode::GATEWAY_TIMEOUT,
+                        "upstream_timeout",
+                        timed_out(timeout),
+                    ),
+                    ErrorKind::BodyTooLarge { .. } => {
+                        (StatusCode::BAD_GATEWAY, "body_too_large", e.to_string())
+                    }
+                    _ => (
+                        StatusCode::BAD_GATEWAY,
+                        "upstream_unreachable",
+                        e.to_string(),
+                    ),
+                },
+                _ => (
+                    StatusCode::GATEWAY_TIMEOUT,
+                    "upstream_timeout",
+                    timed_out(timeout),
+                ),
             };
-            let text = format!("magma-validate proxy: the agent could not be reached: {e}");
+            let text = format!("magma-validate proxy: the agent could not be reached: {why}");
             let finding = Checked {
                 check: "upstream",
-                finding: crate::Finding::error("http", code, "", e.to_string())
+                finding: crate::Finding::error("http", code, "", why)
                     .with_impact("the consumer gets no answer from the agent for this exchange")
-                    .with_fix("start the agent, or fix --upstream and its TLS flags"),
+                    .with_fix(if code == "upstream_timeout" {
+                        "make the agent answer sooner, or raise --timeout (and \
+                         --max-concurrent-calls when calls wait for a thread)"
+                    } else {
+                        "start the agent, or fix --upstream and its TLS flags"
+                    }),
             };
             (
                 detail(status, &text),
@@ -773,6 +900,13 @@ async fn handle(req: Request<Incoming>, shared: Arc<Shared>) -> Response<HeldBod
     response
 }
 
+fn timed_out(timeout: Duration) -> String {
+    format!(
+        "no answer within --timeout ({:.1} s, the wait for a call thread included)",
+        timeout.as_secs_f64()
+    )
+}
+
 /// An exchange whose answer is on its way, to check and record.
 struct Done {
     id: u64,
@@ -793,26 +927,34 @@ struct Done {
     _held: Option<Arc<OwnedSemaphorePermit>>,
 }
 
-/// Checks and records off the connection's task; a panic there is a proxy
-/// fault in the log, never a change to the traffic.
-fn finish(shared: &Arc<Shared>, done: Done) {
-    shared.pending.fetch_add(1, Ordering::SeqCst);
-    let shared = Arc::clone(shared);
-    tokio::task::spawn_blocking(move || {
+/// Hands an exchange to the check thread, off the connection's task.
+fn finish(shared: &Shared, done: Done) {
+    let sent = match shared.checks.lock() {
+        Ok(guard) => guard.as_ref().map(|tx| tx.send(done).is_ok()),
+        Err(_) => None,
+    };
+    if sent != Some(true) {
+        (shared.log)("proxy fault: an exchange was not checked (the proxy is stopping)");
+    }
+}
+
+/// The check thread: checks and records each exchange in turn; a panic
+/// there is a proxy fault in the log, never a change to the traffic.
+fn check_all(checking: &Checking, rx: &mpsc::Receiver<Done>) {
+    for done in rx {
         let id = done.id;
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            check_and_record(&shared, done)
+            check_and_record(checking, done)
         }));
         if outcome.is_err() {
-            (shared.log)(&format!(
+            (checking.log)(&format!(
                 "proxy fault: checking exchange {id} panicked; the traffic went on"
             ));
         }
-        shared.pending.fetch_sub(1, Ordering::SeqCst);
-    });
+    }
 }
 
-fn check_and_record(shared: &Shared, done: Done) {
+fn check_and_record(shared: &Checking, done: Done) {
     let route = Route::of(&done.method, &done.path);
     if !done.checked {
         let text = format!(

@@ -15,4 +15,5 @@ mod probe_live;
 #[cfg(feature = "tls")]
 mod probe_tls;
 mod proxy;
+mod proxy_load;
 mod support;

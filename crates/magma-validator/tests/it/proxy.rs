@@ -16,12 +16,12 @@ use crate::probe_live::RealServer;
 use crate::support::{BIN, Fault, agent_server, code, run, stdout};
 
 /// The proxy binary, running until [`Running::stop`].
-struct Running {
-    child: LoggedChild,
-    url: String,
+pub(crate) struct Running {
+    pub(crate) child: LoggedChild,
+    pub(crate) url: String,
 }
 
-fn start(upstream: &str, extra: &[&str]) -> Running {
+pub(crate) fn start(upstream: &str, extra: &[&str]) -> Running {
     let mut cmd = Command::new(BIN);
     cmd.args(["proxy", "--upstream", upstream, "--listen", "127.0.0.1:0"])
         .args(extra);
@@ -37,7 +37,7 @@ fn start(upstream: &str, extra: &[&str]) -> Running {
 
 impl Running {
     /// SIGTERM, then the exit code and the log.
-    fn stop(mut self) -> (i32, String) {
+    pub(crate) fn stop(mut self) -> (i32, String) {
         let pid = self.child.guard().id().to_string();
         let killed = Command::new("kill")
             .args(["-TERM", &pid])
@@ -56,11 +56,11 @@ impl Running {
     }
 }
 
-fn client(url: &str) -> Client {
+pub(crate) fn client(url: &str) -> Client {
     Client::builder(url).build().expect("client")
 }
 
-const REQUEST: &str = r#"{"request_id":"r-1","inputs":[{"id":3,"instruction":{"type":"user","content":"hello"},"memory":{"token":"secret-value","n":1},"num_outputs":2}]}"#;
+pub(crate) const REQUEST: &str = r#"{"request_id":"r-1","inputs":[{"id":3,"instruction":{"type":"user","content":"hello"},"memory":{"token":"secret-value","n":1},"num_outputs":2}]}"#;
 
 /// The BENCH-like calls: health, info, a response with two candidates.
 fn bench_like(url: &str) -> Vec<RawResponse> {
