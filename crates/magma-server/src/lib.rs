@@ -38,6 +38,9 @@ mod crypto;
 mod tls;
 
 pub use agent::{Agent, Readiness, ReadyFlag, Rejection};
+#[cfg(feature = "redis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+pub use coaching::redis_store::{RedisStore, RedisStoreBuilder, RedisStoreError};
 pub use coaching::{CoachError, CoachingContext};
 pub use config::Config;
 pub use context::RequestContext;
