@@ -20,6 +20,8 @@ mod shutdown;
 mod attack;
 #[cfg(feature = "cli")]
 mod binary;
+#[cfg(all(feature = "redis", feature = "cli"))]
+mod coaching_store;
 #[cfg(feature = "metrics")]
 mod metrics;
 #[cfg(feature = "cli")]
