@@ -72,16 +72,15 @@ redis.call('ZADD', sessions, now, ARGV[1])
 return {'new', ARGV[6]}
 "#;
 
-/// `POST`: KEYS s, f; ARGV member, lease (ms), the generation the replica
-/// knows. Nil when the session is unknown or closing; else `gen`, with the
-/// configuration when `gen` is not the one known.
+/// `POST`: KEYS s, f; ARGV member, lease (ms). Nil when the session is
+/// unknown or closing; else its `gen` (the configuration is fetched apart,
+/// one at a time, by a replica that has not prepared this generation).
 pub(crate) const HOLD: &str = r#"
 local now = now_ms()
 local v = redis.call('HMGET', KEYS[1], 'state', 'gen')
 if v[1] ~= 'open' then return false end
 redis.call('ZADD', KEYS[2], now + tonumber(ARGV[2]), ARGV[1])
-if v[2] == ARGV[3] then return {v[2]} end
-return {v[2], redis.call('HGET', KEYS[1], 'config')}
+return {v[2]}
 "#;
 
 /// A request's end: KEYS f, s, sessions; ARGV member, run, gen.

@@ -1124,7 +1124,9 @@ impl RedisSessions {
 
     /// `POST`: counts the request in flight in Redis (nil: unknown or
     /// closing), then finds this replica's state of the session or has the
-    /// agent prepare it from the stored configuration.
+    /// agent prepare it from the stored configuration (fetched under the
+    /// opening lock: one configuration in transit at a time, however many
+    /// requests arrive for a session this replica has not served yet).
     pub(crate) async fn hold(
         &self,
         run_id: &str,
@@ -1132,7 +1134,6 @@ impl RedisSessions {
     ) -> Result<Option<RedisHeld<'_>>, HoldError> {
         self.start_refresher();
         let link = self.link();
-        let known = self.lock().current.get(run_id).cloned().unwrap_or_default();
         let member = format!(
             "{}:{}",
             self.replica,
@@ -1157,8 +1158,7 @@ impl RedisSessions {
         inv.key(link.key("s", run_id))
             .key(&in_flight_key)
             .arg(&member)
-            .arg(REQUEST_LEASE.as_millis() as u64)
-            .arg(&known);
+            .arg(REQUEST_LEASE.as_millis() as u64);
         let reply = match link.exec::<Value>(Op::Script(&inv)).await {
             Ok(v) => words(v),
             Err(e) => {
@@ -1182,28 +1182,24 @@ impl RedisSessions {
             generation: generation.clone(),
             attached: false,
         };
-        let text = reply.get(1).cloned().flatten();
         if let Some((shared_id, text)) = self.attach(&generation) {
             claim.attached = true;
             return Ok(held(claim, shared_id, &text));
         }
-        // Not prepared here yet: from the stored configuration.
-        let text: Arc<str> = match text {
-            Some(t) => Arc::from(t),
-            None => match self.stored_config(run_id, &generation).await {
-                Ok(Some(t)) => Arc::from(t),
-                Ok(None) => return Ok(None),
-                Err(e) => return Err(HoldError::Unavailable(e)),
-            },
-        };
-        let Some(config) = reread(run_id, &text) else {
-            return Ok(None);
-        };
         let _opening = self.opening.lock().await;
         if let Some((shared_id, text)) = self.attach(&generation) {
             claim.attached = true;
             return Ok(held(claim, shared_id, &text));
         }
+        // Not prepared here yet: from the stored configuration.
+        let text: Arc<str> = match self.stored_config(run_id, &generation).await {
+            Ok(Some(t)) => Arc::from(t),
+            Ok(None) => return Ok(None),
+            Err(e) => return Err(HoldError::Unavailable(e)),
+        };
+        let Some(config) = reread(run_id, &text) else {
+            return Ok(None);
+        };
         let shared_id: Arc<str> = Arc::from(run_id);
         agent
             .open(Arc::clone(&shared_id), Arc::clone(&config))
