@@ -23,6 +23,8 @@ use tokio::sync::Notify;
 #[cfg(feature = "redis")]
 mod redis_scripts;
 #[cfg(feature = "redis")]
+pub(crate) mod redis_sessions;
+#[cfg(feature = "redis")]
 pub(crate) mod redis_store;
 pub(crate) mod store;
 

@@ -1,6 +1,6 @@
 //! The coaching session store the routes talk to: the in-process registry
 //! ([`Sessions`]) by default, or Redis shared by every replica (feature
-//! `redis`, [`RedisSessions`](super::redis_store::RedisSessions)).
+//! `redis`, [`RedisSessions`](super::redis_sessions::RedisSessions)).
 //!
 //! Both keep the same semantics for one replica (magma-core's
 //! `coaching_sessions`); what the shared store adds is said in
@@ -88,7 +88,7 @@ pub(crate) enum Store {
     Local(Sessions),
     /// Redis, shared by every replica configured with it.
     #[cfg(feature = "redis")]
-    Redis(super::redis_store::RedisSessions),
+    Redis(super::redis_sessions::RedisSessions),
 }
 
 /// A request's hold on its session, released when dropped.
@@ -96,7 +96,7 @@ pub(crate) enum Store {
 pub(crate) enum Hold<'a> {
     Local(Held<'a>),
     #[cfg(feature = "redis")]
-    Redis(super::redis_store::RedisHeld<'a>),
+    Redis(super::redis_sessions::RedisHeld<'a>),
 }
 
 impl Hold<'_> {
@@ -124,7 +124,7 @@ impl Store {
     pub(crate) fn new(config: &Config) -> Store {
         #[cfg(feature = "redis")]
         if let Some(redis) = &config.coaching_store {
-            return Store::Redis(super::redis_store::RedisSessions::new(
+            return Store::Redis(super::redis_sessions::RedisSessions::new(
                 redis.clone(),
                 config.max_coaching_sessions,
                 config.max_coaching_session_bytes,
