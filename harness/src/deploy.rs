@@ -10,8 +10,9 @@
 //!    so that a restart keeps the sessions) and two plain-HTTP replicas on loopback with
 //!    `--coaching-store redis://127.0.0.1:PORT/0`.
 //! 3. Writes `<target>/xtask/deploy/nginx.conf`: nginx terminates TLS on 127.0.0.1, serves the
-//!    agent under `/agents/demo/` (stripping the prefix) and balances the two replicas
-//!    (round robin, failover on connection errors).
+//!    agent under `/agents/demo/` (the replicas serve under `--path-prefix /agents/demo`, so the
+//!    path goes through encoded as sent) and balances the two replicas (round robin, failover
+//!    on connection errors).
 //! 4. Runs `harness/python/bench_client.py https://localhost:PORT/agents/demo --cacert ca.pem`
 //!    twice with both replicas (the nginx access log must show both serving).
 //! 5. GEN's own `RemoteCoaching` (`harness/python/gen_coaching_replicas.py`) drives three whole
@@ -95,6 +96,7 @@ pub fn run() -> Result<()> {
             "magma-server replica",
             Command::new(&server_bin)
                 .args(["--listen", &format!("127.0.0.1:{port}")])
+                .args(["--path-prefix", PREFIX])
                 .args(["--coaching-store", &store])
                 .env("RUST_LOG", "warn"),
         )?;
@@ -205,8 +207,8 @@ pub fn run() -> Result<()> {
     }
 
     // DELETE on replica A waits for a slow request on replica B.
-    let a = format!("http://127.0.0.1:{}", ports[0]);
-    let b = format!("http://127.0.0.1:{}", ports[1]);
+    let a = format!("http://127.0.0.1:{}{PREFIX}", ports[0]);
+    let b = format!("http://127.0.0.1:{}{PREFIX}", ports[1]);
     wait_success(
         &mut gen_coaching(
             "DELETE on replica A while a slow request runs on replica B",
@@ -503,7 +505,12 @@ http {{
         ssl_protocols TLSv1.2 TLSv1.3;
 
         location {PREFIX}/ {{
-            proxy_pass http://magma_demo/;       # the trailing / strips the prefix
+            # No URI part: the path goes through as the client wrote it, encoded
+            # (the replicas serve under --path-prefix {PREFIX}). A URI part
+            # (`http://magma_demo/`, to strip the prefix) makes nginx decode the
+            # path first: a run id with an encoded `/` (GEN encodes every
+            # character) would reach the replica as two segments, and 404.
+            proxy_pass http://magma_demo;
             proxy_http_version 1.1;
             proxy_set_header Connection "";      # keep-alive to the replicas
             proxy_set_header Host $host;
@@ -628,10 +635,10 @@ mod tests {
     }
 
     #[test]
-    fn the_config_strips_the_prefix_and_lists_both_replicas() {
+    fn the_config_forwards_the_prefix_and_lists_both_replicas() {
         let conf = nginx_conf(Path::new("/d"), Path::new("/t"), 8443, [1001, 1002]);
         assert!(conf.contains("location /agents/demo/ {"));
-        assert!(conf.contains("proxy_pass http://magma_demo/;"));
+        assert!(conf.contains("proxy_pass http://magma_demo;"));
         assert!(conf.contains("server 127.0.0.1:1001") && conf.contains("server 127.0.0.1:1002"));
         assert!(conf.contains("listen 127.0.0.1:8443 ssl"));
     }

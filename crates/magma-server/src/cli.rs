@@ -1213,6 +1213,42 @@ mod tests {
         assert!(matches!(args.config(), Err(CliError::ClientCaWithoutTls)));
     }
 
+    #[test]
+    fn the_store_urls_password_is_never_in_debug_output() {
+        let args = DefaultCli::try_parse_from(["x", "--coaching-store", "redis://:hunter2@h:1/0"])
+            .unwrap()
+            .server;
+        let shown = format!("{args:?}");
+        assert!(!shown.contains("hunter2") && shown.contains("redis://<hidden>"), "{shown}");
+        assert_eq!(
+            args.coaching_store.as_ref().map(CoachingStoreUrl::as_str),
+            Some("redis://:hunter2@h:1/0")
+        );
+    }
+
+    #[cfg(feature = "redis")]
+    #[test]
+    fn store_urls_are_shown_without_credentials() {
+        assert!(url_has_password("redis://:pw@h"));
+        assert!(url_has_password("rediss://user:pw@h:1/2"));
+        assert!(!url_has_password("redis://user@h"));
+        assert!(!url_has_password("redis://h:1/0"));
+        assert_eq!(url_without_credentials("rediss://u:pw@h:1/2"), "rediss://h:1/2");
+        assert_eq!(url_without_credentials("nonsense:pw"), "(not a URL)");
+    }
+
+    #[cfg(not(feature = "redis"))]
+    #[test]
+    fn a_coaching_store_without_the_feature_says_how_to_get_it() {
+        let args = DefaultCli::try_parse_from(["x", "--coaching-store", "redis://h"])
+            .unwrap()
+            .server;
+        let e = args.config().unwrap_err();
+        assert!(matches!(e, CliError::RedisUnavailable));
+        assert!(e.to_string().contains("--features redis"), "{e}");
+        assert_eq!(e.exit_code(), 2);
+    }
+
     #[cfg(not(feature = "tls"))]
     #[test]
     fn tls_flags_without_the_feature_say_how_to_get_it() {

@@ -21,11 +21,7 @@ use magma_protocol::coaching::{CoachingKind, CoachingLog, CoachingSessionConfig}
 use tokio::sync::Notify;
 
 #[cfg(feature = "redis")]
-mod redis_scripts;
-#[cfg(feature = "redis")]
 pub(crate) mod redis_sessions;
-#[cfg(feature = "redis")]
-pub(crate) mod redis_store;
 pub(crate) mod store;
 
 /// The error type a coach returns: any error; its text becomes the

@@ -22,6 +22,8 @@ pub mod export;
 mod forwarded;
 mod handler;
 mod limits;
+#[cfg(feature = "redis")]
+mod redis_store;
 mod server;
 mod service;
 #[cfg(feature = "metrics")]
@@ -40,7 +42,7 @@ mod tls;
 pub use agent::{Agent, Readiness, ReadyFlag, Rejection};
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
-pub use coaching::redis_store::{RedisStore, RedisStoreBuilder, RedisStoreError};
+pub use redis_store::{RedisStore, RedisStoreBuilder, RedisStoreError};
 pub use coaching::{CoachError, CoachingContext};
 pub use config::Config;
 pub use context::RequestContext;

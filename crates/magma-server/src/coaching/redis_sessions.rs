@@ -1,9 +1,9 @@
 //! Coaching sessions shared through Redis (feature `redis`): any replica
-//! answers any coaching route. The connection is `redis_store.rs`'s.
+//! answers any coaching route. The connection is `crate::redis_store`'s.
 //!
 //! What lives where:
 //!
-//! - **In Redis** (see `redis_scripts.rs` for the keys): each session's
+//! - **In Redis** (see `redis_store/scripts.rs` for the keys): each session's
 //!   configuration as the first `PUT` sent it, its canonical digest, its
 //!   state and generation; its requests in flight, each with a lease the
 //!   replica running it renews every [`REFRESH_EVERY`] (so a replica that
@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 use magma_protocol::coaching::CoachingSessionConfig;
 use redis::Value;
 
-use super::redis_store::{Link, Op, RedisStore, malformed, scripts, words};
+use crate::redis_store::{Link, Op, RedisStore, malformed, scripts, words};
 use super::store::{ExpiredReport, HoldError, SessionAgent, Swept, Unavailable};
 use super::{OpenError, session_bytes};
 
@@ -185,7 +185,7 @@ impl Drop for Claim<'_> {
                 .arg(&*run_id)
                 .arg(&generation);
             if let Err(e) = link.exec::<Value>(Op::Script(&inv)).await {
-                tracing::debug!(reason = %e.0, "a coaching request's end was not recorded in the store; its lease ends instead");
+                tracing::debug!(reason = %e, "a coaching request's end was not recorded in the store; its lease ends instead");
             }
         });
     }
@@ -342,7 +342,7 @@ impl RedisSessions {
                         inv.key(key).arg(member);
                     }
                     if let Err(e) = link.exec::<Value>(Op::Script(&inv)).await {
-                        tracing::debug!(reason = %e.0, "the leases of coaching requests in flight were not renewed");
+                        tracing::debug!(reason = %e, "the leases of coaching requests in flight were not renewed");
                     }
                 }
             });
@@ -372,16 +372,16 @@ impl RedisSessions {
             .arg(generation)
             .arg(text);
         let reply =
-            words(link.exec::<Value>(Op::Script(&inv)).await?).ok_or_else(|| malformed("a PUT"))?;
+            words(link.exec::<Value>(Op::Script(&inv)).await?).ok_or_else(|| Unavailable(malformed("a PUT")))?;
         let arg = || reply.get(1).cloned().flatten();
         Ok(match reply.first().cloned().flatten().as_deref() {
-            Some("same") => Opened::Same(arg().ok_or_else(|| malformed("a PUT"))?),
-            Some("new") => Opened::New(arg().ok_or_else(|| malformed("a PUT"))?),
+            Some("same") => Opened::Same(arg().ok_or_else(|| Unavailable(malformed("a PUT")))?),
+            Some("new") => Opened::New(arg().ok_or_else(|| Unavailable(malformed("a PUT")))?),
             Some("absent") => Opened::Absent,
             Some("conflict") => Opened::Conflict,
             Some("full") => Opened::Full,
             Some("over") => Opened::Over(arg().and_then(|h| h.parse().ok()).unwrap_or(0)),
-            _ => return Err(malformed("a PUT")),
+            _ => return Err(Unavailable(malformed("a PUT"))),
         })
     }
 
@@ -564,7 +564,7 @@ impl RedisSessions {
             Ok(v) => words(v),
             Err(e) => {
                 forget(&member);
-                return Err(HoldError::Unavailable(e));
+                return Err(HoldError::Unavailable(Unavailable(e)));
             }
         };
         let Some(reply) = reply else {
@@ -573,7 +573,7 @@ impl RedisSessions {
         };
         let Some(generation) = reply.first().cloned().flatten() else {
             forget(&member);
-            return Err(HoldError::Unavailable(malformed("a POST")));
+            return Err(HoldError::Unavailable(Unavailable(malformed("a POST"))));
         };
         // From here on the claim gives the count back, whatever happens.
         let mut claim = Claim {
@@ -660,7 +660,7 @@ impl RedisSessions {
             match (reply.first().cloned().flatten().as_deref(), generation) {
                 (Some("closer"), Some(g)) => Closing::Closer(g),
                 (Some("waiter"), Some(g)) => Closing::Waiter(g),
-                _ => return Err(malformed("a DELETE")),
+                _ => return Err(Unavailable(malformed("a DELETE"))),
             },
         )
     }

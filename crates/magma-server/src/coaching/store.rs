@@ -42,6 +42,12 @@ pub(crate) trait SessionAgent: Sync {
 #[derive(Debug, Clone)]
 pub(crate) struct Unavailable(pub(crate) String);
 
+impl From<String> for Unavailable {
+    fn from(why: String) -> Self {
+        Unavailable(why)
+    }
+}
+
 /// Why a request could not hold its session.
 #[derive(Debug)]
 #[cfg_attr(

@@ -8,8 +8,8 @@ use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, RedisConnectionInfo, RedisError, Value};
 use tokio::net::TcpStream;
 
-use super::redis_scripts as lua;
-use super::store::Unavailable;
+mod scripts;
+use scripts as lua;
 
 /// Time allowed to connect (TCP, TLS, `AUTH`, `SELECT`).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
@@ -42,7 +42,7 @@ const DEFAULT_PORT: u16 = 6379;
 /// primary), version 5 or newer; not Redis Cluster. Cloning shares it.
 #[derive(Clone)]
 pub struct RedisStore {
-    pub(super) link: Arc<Link>,
+    pub(crate) link: Arc<Link>,
 }
 
 impl fmt::Debug for RedisStore {
@@ -162,7 +162,7 @@ impl RedisStoreBuilder {
         let info = link
             .exec::<String>(Op::Cmd(redis::cmd("INFO").arg("server")))
             .await
-            .map_err(|e| connect(e.0))?;
+            .map_err(connect)?;
         let version = info
             .lines()
             .find_map(|l| l.strip_prefix("redis_version:"))
@@ -435,9 +435,9 @@ struct Slot {
 }
 
 /// The one connection of a store, made again when lost.
-pub(super) struct Link {
+pub(crate) struct Link {
     target: Target,
-    pub(super) prefix: String,
+    pub(crate) prefix: String,
     slot: tokio::sync::Mutex<Slot>,
     /// Connection attempts made (one at a time, under `slot`).
     attempts: AtomicU64,
@@ -446,7 +446,7 @@ pub(super) struct Link {
 }
 
 /// One thing to send.
-pub(super) enum Op<'a> {
+pub(crate) enum Op<'a> {
     Script(&'a redis::ScriptInvocation<'a>),
     Pipe(&'a redis::Pipeline),
     Cmd(&'a redis::Cmd),
@@ -456,7 +456,7 @@ impl Link {
     /// The connection, made if there is none: `(id, connection, fresh)`.
     /// Calls that waited for another's attempt take its outcome instead of
     /// making their own: an unreachable Redis costs one attempt at a time.
-    async fn connection(&self) -> Result<(u64, MultiplexedConnection, bool), Unavailable> {
+    async fn connection(&self) -> Result<(u64, MultiplexedConnection, bool), String> {
         let seen = self.attempts.load(Ordering::Acquire);
         let mut slot = self.slot.lock().await;
         if let Some((id, c)) = &slot.connection {
@@ -465,7 +465,7 @@ impl Link {
         if self.attempts.load(Ordering::Acquire) != seen
             && let Some(why) = &slot.failed
         {
-            return Err(Unavailable(why.clone()));
+            return Err(why.clone());
         }
         let made = self.target.connect().await;
         self.attempts.fetch_add(1, Ordering::Release);
@@ -481,7 +481,7 @@ impl Link {
             Err(why) => {
                 slot.failed = Some(why.clone());
                 self.gone(&why);
-                Err(Unavailable(why))
+                Err(why)
             }
         }
     }
@@ -513,10 +513,10 @@ impl Link {
 
     /// Sends `op`; a connection found lost is made again and `op` sent once
     /// more (every script is safe to repeat).
-    pub(super) async fn exec<T: redis::FromRedisValue>(
+    pub(crate) async fn exec<T: redis::FromRedisValue>(
         &self,
         op: Op<'_>,
-    ) -> Result<T, Unavailable> {
+    ) -> Result<T, String> {
         let mut again = false;
         loop {
             let (id, mut c, fresh) = self.connection().await?;
@@ -532,41 +532,41 @@ impl Link {
                     let why = describe(&e);
                     if fresh || again {
                         self.gone(&why);
-                        return Err(Unavailable(why));
+                        return Err(why);
                     }
                     again = true;
                 }
-                Err(e) => return Err(Unavailable(format!("Redis answered: {}", describe(&e)))),
+                Err(e) => return Err(format!("Redis answered: {}", describe(&e))),
             }
         }
     }
 
-    pub(super) fn key(&self, kind: &str, run_id: &str) -> String {
+    pub(crate) fn key(&self, kind: &str, run_id: &str) -> String {
         format!("{}{kind}:{run_id}", self.prefix)
     }
 
-    pub(super) fn sessions_key(&self) -> String {
+    pub(crate) fn sessions_key(&self) -> String {
         format!("{}sessions", self.prefix)
     }
 
-    pub(super) fn bytes_key(&self) -> String {
+    pub(crate) fn bytes_key(&self) -> String {
         format!("{}bytes", self.prefix)
     }
 }
 
 /// The scripts, compiled once (their SHA-1 computed).
-pub(super) struct Scripts {
-    pub(super) open: redis::Script,
-    pub(super) hold: redis::Script,
-    pub(super) release: redis::Script,
-    pub(super) refresh: redis::Script,
-    pub(super) close: redis::Script,
-    pub(super) in_flight: redis::Script,
-    pub(super) finish: redis::Script,
-    pub(super) expire: redis::Script,
+pub(crate) struct Scripts {
+    pub(crate) open: redis::Script,
+    pub(crate) hold: redis::Script,
+    pub(crate) release: redis::Script,
+    pub(crate) refresh: redis::Script,
+    pub(crate) close: redis::Script,
+    pub(crate) in_flight: redis::Script,
+    pub(crate) finish: redis::Script,
+    pub(crate) expire: redis::Script,
 }
 
-pub(super) fn scripts() -> &'static Scripts {
+pub(crate) fn scripts() -> &'static Scripts {
     static SCRIPTS: std::sync::OnceLock<Scripts> = std::sync::OnceLock::new();
     SCRIPTS.get_or_init(|| Scripts {
         open: lua::script(lua::OPEN),
@@ -582,7 +582,7 @@ pub(super) fn scripts() -> &'static Scripts {
 
 /// A reply's words: bulk and simple strings and integers as text, nil as
 /// `None`.
-pub(super) fn words(v: Value) -> Option<Vec<Option<String>>> {
+pub(crate) fn words(v: Value) -> Option<Vec<Option<String>>> {
     match v {
         Value::Nil => None,
         Value::Array(items) => Some(items.into_iter().map(word).collect()),
@@ -600,8 +600,8 @@ fn word(v: Value) -> Option<String> {
     }
 }
 
-pub(super) fn malformed(what: &str) -> Unavailable {
-    Unavailable(format!("Redis answered {what} in an unexpected form"))
+pub(crate) fn malformed(what: &str) -> String {
+    format!("Redis answered {what} in an unexpected form")
 }
 
 #[cfg(test)]
