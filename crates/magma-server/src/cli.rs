@@ -92,10 +92,10 @@ pub struct ServerArgs {
     #[arg(env = "MAGMA_SERVER_COACHING_SESSION_IDLE_SECS", long, value_name = "SECS", default_value_t = Config::DEFAULT_COACHING_SESSION_IDLE_TIMEOUT.as_secs())]
     pub coaching_session_idle_secs: u64,
 
-    /// Share coaching sessions with every replica through Redis: redis://[[USER]:PASSWORD@]HOST[:PORT][/DB],
-    /// or rediss:// for TLS (requires the `redis` feature); the password may come from
-    /// MAGMA_SERVER_COACHING_STORE_PASSWORD instead; unreachable at start-up, the server does not
-    /// start [default: this process's memory]
+    /// Share coaching sessions with every replica through Redis: redis://USER:PASSWORD@HOST:PORT/DB
+    /// (all but the host optional), or rediss:// for TLS (requires the `redis` feature); the
+    /// password may come from MAGMA_SERVER_COACHING_STORE_PASSWORD instead; unreachable at
+    /// start-up, the server does not start [default: this process's memory]
     #[arg(env = "MAGMA_SERVER_COACHING_STORE", long, value_name = "URL", hide_env_values = true,
           value_parser = coaching_store_url)]
     pub coaching_store: Option<CoachingStoreUrl>,
@@ -1219,7 +1219,10 @@ mod tests {
             .unwrap()
             .server;
         let shown = format!("{args:?}");
-        assert!(!shown.contains("hunter2") && shown.contains("redis://<hidden>"), "{shown}");
+        assert!(
+            !shown.contains("hunter2") && shown.contains("redis://<hidden>"),
+            "{shown}"
+        );
         assert_eq!(
             args.coaching_store.as_ref().map(CoachingStoreUrl::as_str),
             Some("redis://:hunter2@h:1/0")
@@ -1233,7 +1236,10 @@ mod tests {
         assert!(url_has_password("rediss://user:pw@h:1/2"));
         assert!(!url_has_password("redis://user@h"));
         assert!(!url_has_password("redis://h:1/0"));
-        assert_eq!(url_without_credentials("rediss://u:pw@h:1/2"), "rediss://h:1/2");
+        assert_eq!(
+            url_without_credentials("rediss://u:pw@h:1/2"),
+            "rediss://h:1/2"
+        );
         assert_eq!(url_without_credentials("nonsense:pw"), "(not a URL)");
     }
 

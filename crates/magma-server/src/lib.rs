@@ -40,15 +40,15 @@ mod crypto;
 mod tls;
 
 pub use agent::{Agent, Readiness, ReadyFlag, Rejection};
-#[cfg(feature = "redis")]
-#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
-pub use redis_store::{RedisStore, RedisStoreBuilder, RedisStoreError};
 pub use coaching::{CoachError, CoachingContext};
 pub use config::Config;
 pub use context::RequestContext;
 pub use error::Error;
 pub use export::Exporter;
 pub use forwarded::{TrustedProxy, TrustedProxyError};
+#[cfg(feature = "redis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+pub use redis_store::{RedisStore, RedisStoreBuilder, RedisStoreError};
 pub use server::Server;
 pub use service::MagmaService;
 #[cfg(feature = "metrics")]

@@ -513,10 +513,7 @@ impl Link {
 
     /// Sends `op`; a connection found lost is made again and `op` sent once
     /// more (every script is safe to repeat).
-    pub(crate) async fn exec<T: redis::FromRedisValue>(
-        &self,
-        op: Op<'_>,
-    ) -> Result<T, String> {
+    pub(crate) async fn exec<T: redis::FromRedisValue>(&self, op: Op<'_>) -> Result<T, String> {
         let mut again = false;
         loop {
             let (id, mut c, fresh) = self.connection().await?;

@@ -35,9 +35,9 @@ use std::time::{Duration, Instant};
 use magma_protocol::coaching::CoachingSessionConfig;
 use redis::Value;
 
-use crate::redis_store::{Link, Op, RedisStore, malformed, scripts, words};
 use super::store::{ExpiredReport, HoldError, SessionAgent, Swept, Unavailable};
 use super::{OpenError, session_bytes};
+use crate::redis_store::{Link, Op, RedisStore, malformed, scripts, words};
 
 /// How long a request in flight holds its session without being renewed.
 pub(crate) const REQUEST_LEASE: Duration = Duration::from_secs(10);
@@ -371,8 +371,8 @@ impl RedisSessions {
             .arg(self.max_bytes)
             .arg(generation)
             .arg(text);
-        let reply =
-            words(link.exec::<Value>(Op::Script(&inv)).await?).ok_or_else(|| Unavailable(malformed("a PUT")))?;
+        let reply = words(link.exec::<Value>(Op::Script(&inv)).await?)
+            .ok_or_else(|| Unavailable(malformed("a PUT")))?;
         let arg = || reply.get(1).cloned().flatten();
         Ok(match reply.first().cloned().flatten().as_deref() {
             Some("same") => Opened::Same(arg().ok_or_else(|| Unavailable(malformed("a PUT")))?),
