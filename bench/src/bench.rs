@@ -25,6 +25,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
+use magma_protocol::routes::Endpoint;
 use serde_json::Value;
 
 use crate::python;
@@ -574,7 +575,7 @@ impl Bench {
     ) -> Result<Wrk> {
         self.wrk_at(
             port,
-            "/v1/responses",
+            Endpoint::Responses.path(),
             https,
             script,
             body,
@@ -714,7 +715,8 @@ impl Bench {
                 &format!("{i:032x}"),
                 1,
             );
-            let line = serde_json::json!({"kind": "request", "doc": doc});
+            let kind = magma_protocol::documents::DocumentKind::Request.name();
+            let line = serde_json::json!({"kind": kind, "doc": doc});
             text.push_str(&line.to_string());
             text.push('\n');
         }
@@ -955,11 +957,15 @@ impl Bench {
         let system = self.system_alloc_server();
         let standalone = self.start_magma_exe(&system, None)?;
         let nested = self.start_axum_app()?;
+        let (path, nested_path) = (
+            Endpoint::Responses.path(),
+            format!("/agent{}", Endpoint::Responses),
+        );
         let servers: [(&Proc, &str); 4] = [
-            (&plain, "/v1/responses"),
-            (&metered, "/v1/responses"),
-            (&standalone, "/v1/responses"),
-            (&nested, "/agent/v1/responses"),
+            (&plain, path),
+            (&metered, path),
+            (&standalone, path),
+            (&nested, &nested_path),
         ];
         for (s, path) in servers {
             let (code, _) = post_at(s.port, path, bench_like::http_body(8).as_bytes())?;
@@ -1263,7 +1269,7 @@ impl Drop for Proc {
 
 /// `POST /v1/responses` with `Connection: close`: the status and the body.
 fn post(port: u16, body: &[u8]) -> Result<(u16, Vec<u8>)> {
-    post_at(port, "/v1/responses", body)
+    post_at(port, Endpoint::Responses.path(), body)
 }
 
 fn post_at(port: u16, path: &str, body: &[u8]) -> Result<(u16, Vec<u8>)> {
@@ -1309,11 +1315,15 @@ fn hold_connections(port: u16, n: usize) -> Result<Vec<TcpStream>> {
     for _ in 0..n {
         let mut s = TcpStream::connect(("127.0.0.1", port))?;
         s.set_read_timeout(Some(Duration::from_secs(10)))?;
-        s.write_all(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")?;
+        let head = format!(
+            "GET {} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+            Endpoint::Health
+        );
+        s.write_all(head.as_bytes())?;
         let mut buf = [0u8; 4096];
         let got = s.read(&mut buf)?;
         if got == 0 {
-            bail!("connection closed before an answer to /health");
+            bail!("connection closed before an answer to {}", Endpoint::Health);
         }
         conns.push(s);
     }

@@ -25,11 +25,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
+use magma_protocol::routes::Endpoint;
 use magma_protocol::{AgentRequest, AgentResponse};
 use magma_testkit::Rng;
 use magma_testkit::process::ChildGuard;
 
 use crate::process::free_port;
+
+const RESPONSES: &str = Endpoint::Responses.path();
 
 /// Requests one worker sends at most, whatever the duration.
 const MAX_PER_WORKER: u64 = 2_000_000;
@@ -146,7 +149,7 @@ pub fn run(options: &Options) -> Result<()> {
     if let Some(status) = server.child().try_wait()? {
         bail!("magma-server exited during the soak ({status})");
     }
-    let after = get(addr, "/health");
+    let after = get(addr, Endpoint::Health.path());
     drop(server);
 
     let csv: String = std::iter::once("seconds,rss_kib\n".to_owned())
@@ -191,7 +194,7 @@ pub fn run(options: &Options) -> Result<()> {
     );
     match after {
         Ok((200, _)) => {}
-        other => errors.push(format!("/health after the soak: {other:?}")),
+        other => errors.push(format!("{} after the soak: {other:?}", Endpoint::Health)),
     }
     if !errors.is_empty() {
         bail!(
@@ -291,14 +294,12 @@ fn worker(
                     }
                     on_conn += 1;
                     match conn.as_mut() {
-                        Some(stream) => {
-                            exchange(stream, "POST", "/v1/responses", JSON, &request, true)
-                        }
+                        Some(stream) => exchange(stream, "POST", RESPONSES, JSON, &request, true),
                         None => Err(anyhow::anyhow!("connect failed")),
                     }
                 } else {
                     tally.connections += 1;
-                    post(addr, "/v1/responses", JSON, &request)
+                    post(addr, RESPONSES, JSON, &request)
                 };
                 match reply {
                     Ok((200, body)) => check_answer(&request, &body).map(|m| memory = m),
@@ -323,7 +324,7 @@ fn worker(
                     r#"{{"request_id":"slow-{seed}-{n}","inputs":[{{"id":0,"instruction":{{"type":"user","content":"slow"}},"extra_keys":{{"delay_ms":{delay}}}}}]}}"#
                 );
                 let started = Instant::now();
-                match post(addr, "/v1/responses", JSON, &request) {
+                match post(addr, RESPONSES, JSON, &request) {
                     Ok((200, body)) => check_answer(&request, &body).and_then(|_| {
                         let took = started.elapsed();
                         if took < Duration::from_millis(delay) {
@@ -338,9 +339,9 @@ fn worker(
             _ => {
                 tally.connections += 1;
                 let path = if n.is_multiple_of(2) {
-                    "/health"
+                    Endpoint::Health.path()
                 } else {
-                    "/v1/info"
+                    Endpoint::Info.path()
                 };
                 match get(addr, path) {
                     Ok((200, _)) => Ok(()),
@@ -402,12 +403,12 @@ fn check_answer(request: &str, body: &[u8]) -> Result<String> {
 /// One of the invalid requests, with the status it must get.
 fn invalid(rng: &mut Rng, addr: SocketAddr, n: u64) -> Result<()> {
     let (expected, reply) = match rng.below(7) {
-        0 => (422, post(addr, "/v1/responses", JSON, "{\"request_id\": ")),
+        0 => (422, post(addr, RESPONSES, JSON, "{\"request_id\": ")),
         1 => (
             422,
             post(
                 addr,
-                "/v1/responses",
+                RESPONSES,
                 JSON,
                 &format!(
                     r#"{{"request_id":"bad-{n}","inputs":[{{"id":1.5,"instruction":{{"type":"user","content":"x"}}}}]}}"#
@@ -418,14 +419,14 @@ fn invalid(rng: &mut Rng, addr: SocketAddr, n: u64) -> Result<()> {
             422,
             post(
                 addr,
-                "/v1/responses",
+                RESPONSES,
                 JSON,
                 r#"{"request_id":"dup","inputs":[{"id":0,"instruction":{"type":"user","content":"a"}},{"id":0,"instruction":{"type":"user","content":"b"}}]}"#,
             ),
         ),
-        3 => (415, post(addr, "/v1/responses", "text/plain", "{}")),
+        3 => (415, post(addr, RESPONSES, "text/plain", "{}")),
         4 => (404, get(addr, &format!("/nowhere/{n}"))),
-        5 => (405, get(addr, "/v1/responses")),
+        5 => (405, get(addr, RESPONSES)),
         _ => (413, too_large(addr)),
     };
     match reply {
@@ -442,7 +443,7 @@ fn invalid(rng: &mut Rng, addr: SocketAddr, n: u64) -> Result<()> {
 fn too_large(addr: SocketAddr) -> Result<(u16, Vec<u8>)> {
     let mut stream = connect(addr)?;
     let head = format!(
-        "POST /v1/responses HTTP/1.1\r\nHost: soak\r\nContent-Type: application/json\r\n\
+        "POST {RESPONSES} HTTP/1.1\r\nHost: soak\r\nContent-Type: application/json\r\n\
          Content-Length: {}\r\n\r\n{{\"request_id\"",
         MAX_BODY * 4
     );

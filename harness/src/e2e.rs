@@ -31,6 +31,7 @@ use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
+use magma_protocol::routes::Endpoint;
 use serde_json::Value;
 
 use crate::process::{Guard, cargo, fmt_duration, free_port, run_inherited, target_dir};
@@ -663,7 +664,7 @@ impl Stack {
         let mut agent = Some(agent);
         let kill = breakage == Some(Breakage::AgentKilled);
         let (results, status) = self.bench(name, buttons, &proxy.url(), || {
-            if kill && agent.is_some() && count_requests(&wire, "/v1/responses") > 0 {
+            if kill && agent.is_some() && count_requests(&wire, Endpoint::Responses.path()) > 0 {
                 eprintln!("xtask e2e: {name}: --break agent-killed: killing llm-agent mid-episode");
                 agent = None;
             }

@@ -1,9 +1,10 @@
 //! Generated JSON Schemas and OpenAPI document, and their checks.
 //!
 //! - `cargo xtask codegen [--check]` writes `docs/schema/<Name>.schema.json` for every
-//!   [`Schema`] of `magma_protocol::schema` and `docs/openapi.json` (OpenAPI 3.1.0) for the
-//!   three endpoints and the three coaching routes. `--check` regenerates in memory and fails when a file differs; the
-//!   test at the bottom runs it, so `cargo test` catches drift.
+//!   [`Schema`] of `magma_protocol::schema` and `docs/openapi.json` (OpenAPI 3.1.0) with a
+//!   path for every `magma_protocol::routes::Endpoint` and an operation for each of its
+//!   methods (a route without one is an error). `--check` regenerates in memory and fails
+//!   when a file differs; the test at the bottom runs it, so `cargo test` catches drift.
 //! - `cargo xtask schema-diff` and `openapi-check` compare and validate what is generated
 //!   here against the reference (`harness/src/schema_check.rs`).
 //!
@@ -15,6 +16,7 @@ use std::collections::BTreeSet;
 use std::fs;
 
 use anyhow::{Context, Result, bail};
+use magma_protocol::routes::Endpoint;
 use magma_protocol::schema::{DIALECT, Schema};
 use magma_protocol::{Json, Object, json};
 
@@ -111,7 +113,7 @@ fn generate() -> Result<Vec<(String, String)>> {
         let rel = format!("{SCHEMA_DIR}/{}{SCHEMA_SUFFIX}", s.name());
         files.push((rel, pretty(&Json::Object(doc))?));
     }
-    let openapi = pretty(&openapi())?;
+    let openapi = pretty(&openapi()?)?;
     files.push((SERVED_OPENAPI.to_owned(), openapi.clone()));
     files.push((OPENAPI.to_owned(), openapi));
     Ok(files)
@@ -144,8 +146,9 @@ fn first_line_diff(a: &str, b: &str) -> usize {
     }
 }
 
-/// The OpenAPI 3.1 document of the three endpoints.
-fn openapi() -> Json {
+/// The OpenAPI 3.1 document of the contract's endpoints (`Endpoint::ALL`, with their
+/// paths and methods), the inference ones and the coaching routes.
+fn openapi() -> Result<Json> {
     let schema = |name: &str| json!({ "$ref": (format!("{COMPONENTS}{name}")) });
     let content = |schema: Json| json!({ "application/json": { "schema": schema } });
     let response = |description: &str, name: &str| {
@@ -168,27 +171,14 @@ fn openapi() -> Json {
     for s in Schema::ALL {
         schemas.insert(s.name(), s.definition(COMPONENTS));
     }
-    let invalid_body = json!({ "oneOf": [
-        (schema(Schema::HttpValidationError.name())),
-        (schema(Schema::ErrorDetail.name()))
-    ] });
-
-    json!({
-        "x-comment": HEADER,
-        "openapi": "3.1.0",
-        "jsonSchemaDialect": DIALECT,
-        "info": {
-            "title": "MAGMA Agent HTTP Contract",
-            "version": (magma_protocol::PROTOCOL_VERSION),
-            "description": "The HTTP interface of a MAGMA agent, protocol 2.0, as defined by the \
-                Python package magma-core 2.0.1 (`magma_core.protocol.agent`) and used by \
-                magma-bench and magma-gen. Bodies are UTF-8 JSON. Numbers must be finite, and \
-                typed integers are written without fraction or exponent. Generated from the Rust \
-                types of magma-protocol; docs/conformance.md lists where magma-rs differs from the \
-                reference."
-        },
-        "paths": {
-            "/health": { "get": {
+    // The operation of `method` on `endpoint`, if the document has one.
+    let operation = |endpoint: Endpoint, method: &str| -> Option<Json> {
+        let invalid_body = json!({ "oneOf": [
+            (schema(Schema::HttpValidationError.name())),
+            (schema(Schema::ErrorDetail.name()))
+        ] });
+        Some(match (endpoint, method) {
+            (Endpoint::Health, "GET") => json!({
                 "operationId": "getHealth",
                 "summary": "Readiness",
                 "description": "200 when the agent can answer inferences; 503 with a reason while \
@@ -198,8 +188,8 @@ fn openapi() -> Json {
                     "503": (shared("NotReady")),
                     "default": (shared("Error"))
                 }
-            } },
-            "/v1/info": { "get": {
+            }),
+            (Endpoint::Info, "GET") => json!({
                 "operationId": "getInfo",
                 "summary": "Identity and capabilities",
                 "description": "Always answers, also while the agent is not ready. Clients such as \
@@ -212,8 +202,8 @@ fn openapi() -> Json {
                     )),
                     "default": (shared("Error"))
                 }
-            } },
-            "/v1/responses": { "post": {
+            }),
+            (Endpoint::Responses, "POST") => json!({
                 "operationId": "createResponses",
                 "summary": "Answer a batch of inputs",
                 "description": "One candidate for each input and each k < `num_outputs`, in \
@@ -243,43 +233,40 @@ fn openapi() -> Json {
                     "503": (shared("NotReady")),
                     "default": (shared("Error"))
                 }
-            } },
-            "/v1/coaching/sessions/{run_id}": {
-                "parameters": [(run_id)],
-                "put": {
-                    "operationId": "openCoachingSession",
-                    "summary": "Open a coaching session",
-                    "description": "Optional coaching extension (magma-core's \
-                        `mount_coaching_routes`). Opens the session of a GEN run with the LLM \
-                        backends the agent may use. The same configuration again is accepted; \
-                        another one, or any while the session is closing, is a conflict.",
-                    "requestBody": {
-                        "required": true,
-                        "content": (content(schema(COACHING_SESSION_CONFIG)))
-                    },
-                    "responses": {
-                        "204": { "description": "The session is open." },
-                        "409": (response("The session is open with a different configuration, \
-                            or closing.", Schema::ErrorDetail.name())),
-                        "422": (response("The body is not a valid CoachingSessionConfig.",
-                            Schema::HttpValidationError.name())),
-                        "503": (response("The agent cannot coach this session (its backends \
-                            are unreachable from it).", Schema::ErrorDetail.name())),
-                        "default": (shared("Error"))
-                    }
+            }),
+            (Endpoint::CoachingSession, "PUT") => json!({
+                "operationId": "openCoachingSession",
+                "summary": "Open a coaching session",
+                "description": "Optional coaching extension (magma-core's \
+                    `mount_coaching_routes`). Opens the session of a GEN run with the LLM \
+                    backends the agent may use. The same configuration again is accepted; \
+                    another one, or any while the session is closing, is a conflict.",
+                "requestBody": {
+                    "required": true,
+                    "content": (content(schema(COACHING_SESSION_CONFIG)))
                 },
-                "delete": {
-                    "operationId": "closeCoachingSession",
-                    "summary": "Close a coaching session",
-                    "description": "Marks the session closing, waits for its requests in \
-                        flight, releases it. Answered 204 for any run id, known or not.",
-                    "responses": {
-                        "204": { "description": "The session is closed (or was unknown)." },
-                        "default": (shared("Error"))
-                    }
+                "responses": {
+                    "204": { "description": "The session is open." },
+                    "409": (response("The session is open with a different configuration, \
+                        or closing.", Schema::ErrorDetail.name())),
+                    "422": (response("The body is not a valid CoachingSessionConfig.",
+                        Schema::HttpValidationError.name())),
+                    "503": (response("The agent cannot coach this session (its backends \
+                        are unreachable from it).", Schema::ErrorDetail.name())),
+                    "default": (shared("Error"))
                 }
-            },
-            "/v1/coaching": { "post": {
+            }),
+            (Endpoint::CoachingSession, "DELETE") => json!({
+                "operationId": "closeCoachingSession",
+                "summary": "Close a coaching session",
+                "description": "Marks the session closing, waits for its requests in \
+                    flight, releases it. Answered 204 for any run id, known or not.",
+                "responses": {
+                    "204": { "description": "The session is closed (or was unknown)." },
+                    "default": (shared("Error"))
+                }
+            }),
+            (Endpoint::Coaching, "POST") => json!({
                 "operationId": "createCoaching",
                 "summary": "Answer a coaching request",
                 "description": "Optional coaching extension. A repair request of a kind the \
@@ -302,8 +289,39 @@ fn openapi() -> Json {
                     "503": (response("The agent has no coach.", Schema::ErrorDetail.name())),
                     "default": (shared("Error"))
                 }
-            } }
+            }),
+            _ => return None,
+        })
+    };
+    let mut paths = Object::new();
+    for endpoint in Endpoint::ALL {
+        let mut item = Object::new();
+        if endpoint.path().contains("{run_id}") {
+            item.insert("parameters", json!([(run_id.clone())]));
+        }
+        for method in endpoint.methods() {
+            let op = operation(endpoint, method)
+                .with_context(|| format!("no OpenAPI operation for {method} {endpoint}"))?;
+            item.insert(method.to_ascii_lowercase(), op);
+        }
+        paths.insert(endpoint.path(), Json::Object(item));
+    }
+
+    Ok(json!({
+        "x-comment": HEADER,
+        "openapi": "3.1.0",
+        "jsonSchemaDialect": DIALECT,
+        "info": {
+            "title": "MAGMA Agent HTTP Contract",
+            "version": (magma_protocol::PROTOCOL_VERSION),
+            "description": "The HTTP interface of a MAGMA agent, protocol 2.0, as defined by the \
+                Python package magma-core 2.0.1 (`magma_core.protocol.agent`) and used by \
+                magma-bench and magma-gen. Bodies are UTF-8 JSON. Numbers must be finite, and \
+                typed integers are written without fraction or exponent. Generated from the Rust \
+                types of magma-protocol; docs/conformance.md lists where magma-rs differs from the \
+                reference."
         },
+        "paths": paths,
         "components": {
             "schemas": schemas,
             "responses": {
@@ -315,7 +333,7 @@ fn openapi() -> Json {
                     when the body cannot be read, or not in time.", Schema::ErrorDetail.name()))
             }
         }
-    })
+    }))
 }
 
 #[cfg(test)]
@@ -348,7 +366,8 @@ mod tests {
 
     #[test]
     fn openapi_refs_resolve() {
-        let doc = serde_json::to_value(openapi()).expect("json");
+        let doc =
+            serde_json::to_value(openapi().expect("an operation for every route")).expect("json");
         let text = doc.to_string();
         for part in text.split("\"$ref\":\"").skip(1) {
             let target = &part[..part.find('"').expect("closing quote")];

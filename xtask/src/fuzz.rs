@@ -5,21 +5,24 @@
 //! is missing. It needs nightly compiler flags (`-Zsanitizer=address`); on the stable toolchain
 //! of these machines they are enabled with `RUSTC_BOOTSTRAP=1`, set for the fuzz commands only.
 //!
-//! Seeds: every document of `crates/magma-protocol/tests/fixtures/reference.jsonl`, sorted by
-//! kind (request, response, info, health, exchange as `request \0 response`), the `env`
-//! contents and the `tools` lists of its requests, at most [`MAX_SEEDS`] per target, written to
-//! `fuzz/seeds/<target>/` (git-ignored, rewritten on each run). libFuzzer grows its working
+//! Seeds: every document of `crates/magma-protocol/tests/fixtures/reference.jsonl`, by the
+//! kinds of magma-protocol's registry: a kind seeds its own target (request, response, info,
+//! health) or its family's (coaching, export), the exchange its own as `request \0 response`,
+//! and the `env` contents and `tools` lists of the requests theirs; at most [`MAX_SEEDS`] per
+//! target, taken from each kind in turn, written to `fuzz/seeds/<target>/` (git-ignored,
+//! rewritten on each run). libFuzzer grows its working
 //! corpus in `fuzz/corpus/<target>/` and writes a crashing input to `fuzz/artifacts/<target>/`;
 //! a crash fails the command and should become a test in
 //! `crates/magma-protocol/tests/it/regression.rs`.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
+use magma_protocol::documents::{CaseKind, DocumentKind};
 use serde_json::Value;
 
 use crate::process::{cargo, fmt_duration, run_inherited};
@@ -211,7 +214,7 @@ fn write_seeds(fixtures: &Path, out: &Path) -> Result<Vec<(&'static str, usize)>
             fs::remove_dir_all(&dir)?;
         }
         fs::create_dir_all(&dir)?;
-        for (i, doc) in docs.iter().enumerate() {
+        for (i, (_, doc)) in docs.iter().enumerate() {
             fs::write(dir.join(format!("seed-{i:04}")), doc)?;
         }
         counts.push((target, docs.len()));
@@ -222,90 +225,100 @@ fn write_seeds(fixtures: &Path, out: &Path) -> Result<Vec<(&'static str, usize)>
 /// One seed file's bytes.
 type Seed = Vec<u8>;
 
-/// A target's seeds, in order, and the set of them for deduplication.
-type Slot = (&'static str, Vec<Seed>, BTreeSet<Seed>);
+/// A target's seeds, each with what it came from (a document or exchange kind, `env`,
+/// `tools`, `written`).
+type Seeds = Vec<(&'static str, Seed)>;
 
-/// The seeds of each target, from the fixture file's text (deduplicated, in file order,
-/// at most [`MAX_SEEDS`] each).
-fn seeds_from_fixtures(text: &str) -> Result<Vec<(&'static str, Vec<Seed>)>> {
-    let mut seeds: Vec<Slot> = TARGETS
-        .iter()
-        .map(|t| (*t, Vec::new(), BTreeSet::new()))
-        .collect();
-    let mut push = |target: &str, doc: Vec<u8>| {
-        let slot = seeds
-            .iter_mut()
-            .find(|(t, _, _)| *t == target)
-            .expect("a known target");
-        if slot.1.len() < MAX_SEEDS && slot.2.insert(doc.clone()) {
-            slot.1.push(doc);
+/// The target a document kind's fixtures seed: its own (`request`, ...) where it has one,
+/// else its family's (`coaching`, `export`); `None` when neither exists.
+fn target_of(kind: DocumentKind) -> Option<&'static str> {
+    let own = TARGETS.iter().find(|t| **t == kind.name());
+    own.or_else(|| TARGETS.iter().find(|t| **t == kind.family().name()))
+        .copied()
+}
+
+/// Each target's candidate seeds by source (a kind, `env`, `tools`, `written`), in file order.
+type Sources = BTreeMap<(&'static str, &'static str), Vec<Seed>>;
+
+/// A document of `kind`; for a request, also the env contents and tool lists inside it (valid
+/// JSON or not).
+fn add_document(sources: &mut Sources, kind: DocumentKind, doc: &str) -> Result<()> {
+    let target = target_of(kind).with_context(|| format!("no fuzz target for {kind}"))?;
+    let mut push = |key, seed: &[u8]| sources.entry(key).or_default().push(seed.to_vec());
+    push((target, kind.name()), doc.as_bytes());
+    let request = serde_json::from_str::<Value>(doc).ok();
+    let request = request.filter(|_| kind == DocumentKind::Request);
+    let inputs = request
+        .as_ref()
+        .and_then(|r| r.get("inputs")?.as_array().cloned());
+    for input in inputs.into_iter().flatten() {
+        let instruction = |key: &str| input.get("instruction")?.get(key)?.as_str();
+        if let (Some("env"), Some(content)) = (instruction("type"), instruction("content")) {
+            push(("env_feedback", "env"), content.as_bytes());
         }
-    };
-    // A few hand-written env contents and tools beside the fixtures'.
-    push(
-        "env_feedback",
-        br#"{"infos": "panda: press_button succeed with message: sw0 is now pressed\nur5: pick failed with message: out of reach", "previous_tool_call": {"panda": {"name": "press_button", "arguments": {"id": "sw0"}}}, "step": 4}"#.to_vec(),
-    );
-    push(
-        "env_feedback",
-        br#"{"error": "simulator timeout", "failure_reason": "robot fell"}"#.to_vec(),
-    );
-    push(
-        "tool_schema",
-        br#"[{"type": "function", "function": {"name": "go", "description": "Go.", "parameters": {"type": "object", "properties": {"to": {"type": "string"}}, "required": ["to"]}}}, {"name": "pick", "parameters": {"x": "float", "obj": {"type": "str", "description": "what"}}, "optional": ["x"]}]"#.to_vec(),
-    );
-    for (n, line) in text.lines().enumerate().skip(1) {
-        let case: Value = serde_json::from_str(line)
-            .with_context(|| format!("fixture line {}: not JSON", n + 1))?;
-        let (Some(kind), Some(doc)) = (
-            case.get("kind").and_then(Value::as_str),
-            case.get("doc").and_then(Value::as_str),
-        ) else {
-            continue;
-        };
-        match kind {
-            "request" | "response" | "info" | "health" => push(kind, doc.as_bytes().to_vec()),
-            "coaching_request" | "coaching_response" | "coaching_session" | "internal_step"
-            | "replace_say" => push("coaching", doc.as_bytes().to_vec()),
-            "situation_link" | "candidate_record" | "situation_record" | "export_example"
-            | "export_record" | "export_result" => push("export", doc.as_bytes().to_vec()),
-            "exchange" => {
-                let Some(request) = case.get("request").and_then(Value::as_str) else {
-                    continue;
-                };
-                let mut both = request.as_bytes().to_vec();
-                both.push(0);
-                both.extend_from_slice(doc.as_bytes());
-                push("exchange", both);
-            }
-            _ => {}
-        }
-        if kind != "request" {
-            continue;
-        }
-        // The env contents and tool lists inside the request (valid JSON or not).
-        let Ok(request) = serde_json::from_str::<Value>(doc) else {
-            continue;
-        };
-        let inputs = request.get("inputs").and_then(Value::as_array);
-        for input in inputs.into_iter().flatten() {
-            let instruction = input.get("instruction");
-            let is_env = instruction
-                .and_then(|i| i.get("type"))
-                .and_then(Value::as_str)
-                == Some("env");
-            let content = instruction
-                .and_then(|i| i.get("content"))
-                .and_then(Value::as_str);
-            if let (true, Some(content)) = (is_env, content) {
-                push("env_feedback", content.as_bytes().to_vec());
-            }
-            if let Some(tools) = input.get("tools") {
-                push("tool_schema", tools.to_string().into_bytes());
-            }
+        if let Some(tools) = input.get("tools") {
+            push(("tool_schema", "tools"), tools.to_string().as_bytes());
         }
     }
-    Ok(seeds.into_iter().map(|(t, docs, _)| (t, docs)).collect())
+    Ok(())
+}
+
+/// The seeds of each target, from the fixture file's text: deduplicated, at most
+/// [`MAX_SEEDS`] each, taken in turn from each source so that a kind with few fixtures is
+/// seeded as well as one with many.
+fn seeds_from_fixtures(text: &str) -> Result<Vec<(&'static str, Seeds)>> {
+    let mut sources = Sources::new();
+    // A few hand-written env contents and tools beside the fixtures'.
+    for (target, seed) in [
+        ("env_feedback", &br#"{"infos": "panda: press_button succeed with message: sw0 is now pressed\nur5: pick failed with message: out of reach", "previous_tool_call": {"panda": {"name": "press_button", "arguments": {"id": "sw0"}}}, "step": 4}"#[..]),
+        ("env_feedback", br#"{"error": "simulator timeout", "failure_reason": "robot fell"}"#),
+        ("tool_schema", br#"[{"type": "function", "function": {"name": "go", "description": "Go.", "parameters": {"type": "object", "properties": {"to": {"type": "string"}}, "required": ["to"]}}}, {"name": "pick", "parameters": {"x": "float", "obj": {"type": "str", "description": "what"}}, "optional": ["x"]}]"#),
+    ] {
+        sources.entry((target, "written")).or_default().push(seed.to_vec());
+    }
+    for (n, line) in text.lines().enumerate().skip(1) {
+        let at = || format!("fixture line {}", n + 1);
+        let case: Value = serde_json::from_str(line).with_context(at)?;
+        let text = |key: &str| case.get(key).and_then(Value::as_str);
+        let (Some(kind), Some(doc)) = (text("kind"), text("doc")) else {
+            bail!("{}: no kind or doc", at());
+        };
+        match kind.parse().with_context(at)? {
+            CaseKind::Document(kind) => add_document(&mut sources, kind, doc)?,
+            // An exchange seeds its own target as `request \0 response` where it has one,
+            // else each side seeds its document's target.
+            CaseKind::Exchange(x) => {
+                let request = text("request").unwrap_or_default();
+                if TARGETS.contains(&x.name()) {
+                    let both = [request.as_bytes(), doc.as_bytes()].join(&0);
+                    sources.entry((x.name(), x.name())).or_default().push(both);
+                } else {
+                    add_document(&mut sources, x.request(), request)?;
+                    add_document(&mut sources, x.response(), doc)?;
+                }
+            }
+            other => bail!("{}: no fuzz target for {other}", at()),
+        }
+    }
+    Ok(TARGETS
+        .iter()
+        .map(|&target| {
+            let mut mine: Vec<_> = sources.iter().filter(|((t, _), _)| *t == target).collect();
+            let (mut seeds, mut seen) = (Seeds::new(), BTreeSet::new());
+            for i in 0.. {
+                mine.retain(|(_, docs)| i < docs.len());
+                if mine.is_empty() || seeds.len() >= MAX_SEEDS {
+                    break;
+                }
+                for ((_, source), docs) in &mine {
+                    if seeds.len() < MAX_SEEDS && seen.insert(&docs[i]) {
+                        seeds.push((*source, docs[i].clone()));
+                    }
+                }
+            }
+            (target, seeds)
+        })
+        .collect())
 }
 
 #[cfg(test)]
@@ -355,7 +368,7 @@ mod tests {
     }
 
     #[test]
-    fn every_target_gets_seeds_from_the_fixtures() {
+    fn every_target_and_every_registered_kind_gets_seeds_from_the_fixtures() {
         let root = crate::project_root().unwrap();
         let text =
             fs::read_to_string(root.join("crates/magma-protocol/tests/fixtures/reference.jsonl"))
@@ -366,7 +379,14 @@ mod tests {
             assert!(!docs.is_empty(), "no seed for {target}");
             assert!(docs.len() <= MAX_SEEDS);
         }
-        let exchange = &seeds.iter().find(|(t, _)| *t == "exchange").unwrap().1;
-        assert!(exchange.iter().all(|d| d.contains(&0)));
+        let of = |target: &str| &seeds.iter().find(|(t, _)| *t == target).unwrap().1;
+        for kind in DocumentKind::ALL {
+            let target = target_of(kind).unwrap_or_else(|| panic!("no fuzz target for {kind}"));
+            let n = of(target).iter().filter(|(s, _)| *s == kind.name()).count();
+            // Taken in turn: a kind with enough fixtures has its share of the target.
+            assert!(n >= 2, "{kind}: {n} seeds in {target}");
+        }
+        assert!(of("exchange").iter().all(|(_, d)| d.contains(&0)));
+        assert!(!of("exchange").is_empty());
     }
 }

@@ -10,6 +10,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
+use magma_protocol::routes::Endpoint;
 
 use super::{Bench, Proc, Spread, bench_like, post, rss_mib};
 
@@ -217,8 +218,9 @@ fn post_large(port: u16, body: &[u8]) -> Result<u16> {
     s.set_read_timeout(Some(Duration::from_secs(60)))?;
     let sent = write!(
         s,
-        "POST /v1/responses HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+        "POST {} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
          Content-Length: {}\r\nConnection: close\r\n\r\n",
+        Endpoint::Responses,
         body.len()
     )
     .and_then(|()| s.write_all(body));
@@ -241,8 +243,9 @@ fn declared_over(port: u16) -> Result<u16> {
     s.set_read_timeout(Some(Duration::from_secs(30)))?;
     write!(
         s,
-        "POST /v1/responses HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+        "POST {} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
          Content-Length: {}\r\nConnection: close\r\n\r\n",
+        Endpoint::Responses,
         20u64 << 20
     )?;
     status_of(&mut s)
@@ -252,10 +255,12 @@ fn declared_over(port: u16) -> Result<u16> {
 fn chunked_over(port: u16) -> Result<u16> {
     let mut s = TcpStream::connect(("127.0.0.1", port))?;
     s.set_read_timeout(Some(Duration::from_secs(30)))?;
-    s.write_all(
-        b"POST /v1/responses HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
-          Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n",
-    )?;
+    let head = format!(
+        "POST {} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+         Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n",
+        Endpoint::Responses,
+    );
+    s.write_all(head.as_bytes())?;
     let chunk = vec![b'b'; 1 << 20];
     for _ in 0..20 {
         let sent = write!(s, "{:x}\r\n", chunk.len())

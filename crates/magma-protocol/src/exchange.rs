@@ -335,15 +335,23 @@ pub fn check_exchange(request: &[u8], response: &[u8]) -> Result<(), ExchangeErr
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ExchangeError {
-    /// The request is not a valid `AgentRequest`.
+    /// The request is not valid: not an `AgentRequest` (or, in a coaching
+    /// exchange, not a `SpecializedCoachingRequest`).
     #[error("request: {0}")]
     Request(crate::Error),
-    /// The response is not a valid `AgentResponse`.
+    /// The response is not valid: not an `AgentResponse` (or not a
+    /// `SpecializedCoachingResponse`).
     #[error("response: {0}")]
     Response(crate::Error),
     /// Both are valid but the candidates do not match.
     #[error("{0}")]
     Mismatch(CandidateMismatch),
+    /// Both are valid coaching documents but the reply does not answer the
+    /// request (`coaching_mismatch`, from
+    /// [`SpecializedCoachingResponse::validate_request`](crate::SpecializedCoachingResponse::validate_request);
+    /// only the coaching exchange gives it).
+    #[error("{0}")]
+    CoachingMismatch(crate::Error),
 }
 
 impl ExchangeError {
@@ -351,7 +359,9 @@ impl ExchangeError {
     /// mismatch).
     pub fn issues(&self) -> Vec<Issue> {
         match self {
-            ExchangeError::Request(e) | ExchangeError::Response(e) => e.issues().to_vec(),
+            ExchangeError::Request(e)
+            | ExchangeError::Response(e)
+            | ExchangeError::CoachingMismatch(e) => e.issues().to_vec(),
             ExchangeError::Mismatch(m) => vec![m.to_issue()],
         }
     }

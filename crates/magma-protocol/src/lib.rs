@@ -4,7 +4,9 @@
 
 // Layers, each using only those listed before it (`tests/it/tidy.rs`):
 // the JSON layer, the limits, errors, the validation engine, the models,
-// then what is built on the models.
+// then what is built on the models, then the registry of documents over
+// all of them.
+pub mod documents;
 mod env;
 mod error;
 mod exchange;

@@ -11,10 +11,13 @@
 //! - [`process`]: a child-process guard and `/proc` readers (RSS);
 //! - [`fixtures`]: the BENCH-like bodies and the deviation list;
 //! - [`redis`]: a real `redis-server` on loopback, stopped and restarted at will;
-//! - [`Rng`]: a deterministic generator for load and garbage.
+//! - [`Rng`]: a deterministic generator for load and garbage;
+//! - [`code_map`]: `docs/architecture.md`'s code maps and checklists against
+//!   the tree.
 //!
 //! Everything here panics with a message on failure: it runs inside tests.
 
+pub mod code_map;
 pub mod fixtures;
 pub mod http1;
 pub mod pki;

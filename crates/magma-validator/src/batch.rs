@@ -3,16 +3,8 @@
 use std::borrow::Cow;
 use std::io::{self, BufRead, Write};
 
-use magma_protocol::coaching::{
-    CoachingSessionConfig, InternalStep, ReplaceSay, SpecializedCoachingRequest,
-    SpecializedCoachingResponse,
-};
-use magma_protocol::export::{
-    CandidateRecord, ExportExample, ExportRecord, ExportResult, SituationLink, SituationRecord,
-};
-use magma_protocol::{
-    AgentHealth, AgentInfo, AgentRequest, AgentResponse, ErrorKind, ExchangeError, Issue, Segment,
-};
+use magma_protocol::documents::CaseKind;
+use magma_protocol::{ErrorKind, ExchangeError, Issue, Segment};
 use serde::Deserialize;
 
 /// The verdict on one case: accepted or rejected, and why.
@@ -72,62 +64,32 @@ fn first_reason(e: &magma_protocol::Error) -> String {
 }
 
 /// The verdict on one case, exactly as magma-protocol gives it. `kind` is
-/// `request`, `response`, `info`, `health` or `exchange` (which needs
-/// `request`), or one of the coaching documents: `coaching_request`,
-/// `coaching_response`, `coaching_session`, `internal_step`, `replace_say`
-/// and `coaching_exchange` (a reply with the `request` it answers; reason
-/// `coaching_mismatch` when `validate_request` fails), or one of the export
-/// documents: `situation_link`, `candidate_record`, `situation_record`,
-/// `export_example`, `export_record`, `export_result`.
+/// a document kind of the registry (`request`, `response`, `info`,
+/// `health`, the coaching and export documents: see
+/// [`DocumentKind`](crate::DocumentKind)) or an exchange, which needs
+/// `request`: `exchange` (reason `candidates_mismatch` when the candidates
+/// do not match) or `coaching_exchange` (a reply with the request it
+/// answers; reason `coaching_mismatch` when `validate_request` fails).
 pub fn verdict(kind: &str, doc: &[u8], request: Option<&[u8]>) -> Verdict {
-    let result = match kind {
-        "request" => AgentRequest::from_slice(doc).map(drop),
-        "response" => AgentResponse::from_slice(doc).map(drop),
-        "info" => AgentInfo::from_slice(doc).map(drop),
-        "health" => AgentHealth::from_slice(doc).map(drop),
-        "coaching_request" => SpecializedCoachingRequest::from_slice(doc).map(drop),
-        "coaching_response" => SpecializedCoachingResponse::from_slice(doc).map(drop),
-        "coaching_session" => CoachingSessionConfig::from_slice(doc).map(drop),
-        "internal_step" => InternalStep::from_slice(doc).map(drop),
-        "replace_say" => ReplaceSay::from_slice(doc).map(drop),
-        "situation_link" => SituationLink::from_slice(doc).map(drop),
-        "candidate_record" => CandidateRecord::from_slice(doc).map(drop),
-        "situation_record" => SituationRecord::from_slice(doc).map(drop),
-        "export_example" => ExportExample::from_slice(doc).map(drop),
-        "export_record" => ExportRecord::from_slice(doc).map(drop),
-        "export_result" => ExportResult::from_slice(doc).map(drop),
-        "coaching_exchange" => {
+    let result = match kind.parse() {
+        Ok(CaseKind::Document(kind)) => kind.parse(doc).map(drop),
+        Ok(CaseKind::Exchange(kind)) => {
             let Some(request) = request else {
                 return Verdict::reject("invalid_line:missing_request");
             };
-            let request = match SpecializedCoachingRequest::from_slice(request) {
-                Ok(r) => r,
-                Err(e) => return Verdict::reject(format!("request:{}", first_reason(&e))),
-            };
-            return match SpecializedCoachingResponse::from_slice(doc) {
-                Ok(reply) => match reply.validate_request(&request) {
-                    Ok(()) => Verdict::ok(),
-                    Err(_) => Verdict::reject(ErrorKind::CoachingMismatch.as_str()),
-                },
-                Err(e) => Verdict::reject(first_reason(&e)),
-            };
-        }
-        "exchange" => {
-            let Some(request) = request else {
-                return Verdict::reject("invalid_line:missing_request");
-            };
-            return match magma_protocol::validate_exchange(request, doc) {
+            return match kind.validate(request, doc) {
                 Ok(()) => Verdict::ok(),
                 Err(ExchangeError::Request(e)) => {
                     Verdict::reject(format!("request:{}", first_reason(&e)))
                 }
                 Err(ExchangeError::Response(e)) => Verdict::reject(first_reason(&e)),
-                Err(ExchangeError::Mismatch(_)) => Verdict::reject("candidates_mismatch"),
+                // A mismatch is named by its kind alone (`candidates_mismatch`,
+                // `coaching_mismatch`).
                 Err(other) => Verdict::reject(
                     other
                         .issues()
                         .first()
-                        .map_or_else(|| "invalid".to_owned(), reason_of),
+                        .map_or("invalid", |issue| issue.kind().as_str()),
                 ),
             };
         }

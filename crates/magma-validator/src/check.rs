@@ -1,16 +1,8 @@
 //! `check` and `exchange`: every contract error of a document, then lints.
 
-use std::fmt;
-use std::str::FromStr;
-
-use magma_protocol::coaching::{
-    CoachingSessionConfig, InternalStep, ReplaceSay, SpecializedCoachingRequest,
-    SpecializedCoachingResponse,
-};
-use magma_protocol::export::{
-    CandidateRecord, ExportExample, ExportRecord, ExportResult, SituationLink, SituationRecord,
-};
-use magma_protocol::{AgentHealth, AgentInfo, AgentRequest, AgentResponse, ErrorKind, Issue};
+use magma_protocol::documents::Document;
+use magma_protocol::{AgentRequest, AgentResponse, ErrorKind, Issue};
+use magma_protocol::{SpecializedCoachingRequest, SpecializedCoachingResponse};
 
 use crate::explain::{
     COACHING_MISMATCH_FIX, COACHING_MISMATCH_IMPACT, MISMATCH_FIX, MISMATCH_IMPACT, fix_for,
@@ -19,115 +11,11 @@ use crate::explain::{
 use crate::lint;
 use crate::report::{Finding, Report, shorten};
 
-/// The documents of the contract: the four of inference, then those of the
-/// coaching extension, then those of local dataset export.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum DocumentKind {
-    /// A `POST /v1/responses` body (`AgentRequest`).
-    Request,
-    /// Its answer (`AgentResponse`, a JSON array of candidates).
-    Response,
-    /// A `GET /v1/info` answer (`AgentInfo`).
-    Info,
-    /// A `GET /health` answer (`AgentHealth`).
-    Health,
-    /// A `POST /v1/coaching` body (`SpecializedCoachingRequest`).
-    CoachingRequest,
-    /// Its answer (`SpecializedCoachingResponse`).
-    CoachingResponse,
-    /// A `PUT /v1/coaching/sessions/{run_id}` body (`CoachingSessionConfig`).
-    CoachingSession,
-    /// One record of a candidate's `internal_steps` (`InternalStep`).
-    InternalStep,
-    /// The `extra_keys` of a `replace_say` proposal (`ReplaceSay`).
-    ReplaceSay,
-    /// A link from a candidate to a situation of a saved graph (`SituationLink`).
-    SituationLink,
-    /// One candidate of a saved generation graph (`CandidateRecord`).
-    CandidateRecord,
-    /// One situation file of a saved generation graph (`SituationRecord`).
-    SituationRecord,
-    /// One example GEN's export hands an exporter (`ExportExample`).
-    ExportExample,
-    /// One dataset row of an export result (`ExportRecord`).
-    ExportRecord,
-    /// What an exporter gives for one example (`ExportResult`).
-    ExportResult,
-}
-
-impl DocumentKind {
-    /// Every kind, in documentation order.
-    pub const ALL: [DocumentKind; 15] = [
-        DocumentKind::Request,
-        DocumentKind::Response,
-        DocumentKind::Info,
-        DocumentKind::Health,
-        DocumentKind::CoachingRequest,
-        DocumentKind::CoachingResponse,
-        DocumentKind::CoachingSession,
-        DocumentKind::InternalStep,
-        DocumentKind::ReplaceSay,
-        DocumentKind::SituationLink,
-        DocumentKind::CandidateRecord,
-        DocumentKind::SituationRecord,
-        DocumentKind::ExportExample,
-        DocumentKind::ExportRecord,
-        DocumentKind::ExportResult,
-    ];
-
-    /// `request`, `response`, `info`, `health`, `coaching_request`,
-    /// `coaching_response`, `coaching_session`, `internal_step`,
-    /// `replace_say`, `situation_link`, `candidate_record`,
-    /// `situation_record`, `export_example`, `export_record` or
-    /// `export_result` (the kinds of `batch` too).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DocumentKind::Request => "request",
-            DocumentKind::Response => "response",
-            DocumentKind::Info => "info",
-            DocumentKind::Health => "health",
-            DocumentKind::CoachingRequest => "coaching_request",
-            DocumentKind::CoachingResponse => "coaching_response",
-            DocumentKind::CoachingSession => "coaching_session",
-            DocumentKind::InternalStep => "internal_step",
-            DocumentKind::ReplaceSay => "replace_say",
-            DocumentKind::SituationLink => "situation_link",
-            DocumentKind::CandidateRecord => "candidate_record",
-            DocumentKind::SituationRecord => "situation_record",
-            DocumentKind::ExportExample => "export_example",
-            DocumentKind::ExportRecord => "export_record",
-            DocumentKind::ExportResult => "export_result",
-        }
-    }
-}
-
-impl fmt::Display for DocumentKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// A name that is not a [`DocumentKind`].
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "unknown document kind {0:?}: expected request, response, info, health, \
-     coaching_request, coaching_response, coaching_session, internal_step, replace_say, \
-     situation_link, candidate_record, situation_record, export_example, export_record or \
-     export_result"
-)]
-pub struct UnknownKind(pub String);
-
-impl FromStr for DocumentKind {
-    type Err = UnknownKind;
-    /// The name of [`as_str`](DocumentKind::as_str); `-` may stand for `_`.
-    fn from_str(s: &str) -> Result<Self, UnknownKind> {
-        let name = s.replace('-', "_");
-        DocumentKind::ALL
-            .into_iter()
-            .find(|k| k.as_str() == name)
-            .ok_or_else(|| UnknownKind(s.to_owned()))
-    }
-}
+/// The documents of the contract, as magma-protocol registers them: the
+/// four of inference, then those of the coaching extension, then those of
+/// local dataset export. Their names are the `--kind` values of `check` and
+/// the `kind`s of `batch`.
+pub use magma_protocol::documents::{DocumentKind, UnknownKind};
 
 /// Turns the reference's problems with a document into findings, each with
 /// its location, kind, impact and fix: every one, or the first
@@ -137,7 +25,7 @@ pub fn issue_findings(kind: DocumentKind, error: &magma_protocol::Error) -> Vec<
     let mut findings: Vec<Finding> = error
         .issues()
         .iter()
-        .map(|issue| issue_finding(kind.as_str(), invalid_document_impact(kind), issue))
+        .map(|issue| issue_finding(kind.name(), invalid_document_impact(kind), issue))
         .collect();
     if error.omitted() > 0 {
         let message = format!(
@@ -146,7 +34,7 @@ pub fn issue_findings(kind: DocumentKind, error: &magma_protocol::Error) -> Vec<
             error.issues().len()
         );
         findings.push(
-            Finding::error(kind.as_str(), "too_many_errors", "(document)", message)
+            Finding::error(kind.name(), "too_many_errors", "(document)", message)
                 .with_impact(invalid_document_impact(kind))
                 .with_fix("fix the problems listed, then check the document again"),
         );
@@ -192,96 +80,33 @@ pub(crate) fn issue_finding(document: &str, impact: &str, issue: &Issue) -> Find
 /// assert_eq!(codes, [("string_too_short", "request_id"), ("int_type", "inputs[0].id")]);
 /// ```
 pub fn check_document(kind: DocumentKind, bytes: &[u8]) -> Report {
-    let mut report = Report::new(kind.as_str());
-    let doc = kind.as_str();
-    match kind {
-        DocumentKind::Request => match AgentRequest::from_slice(bytes) {
-            Ok(_) => {}
-            Err(e) => report.findings.extend(issue_findings(kind, &e)),
-        },
-        DocumentKind::Response => match AgentResponse::from_slice(bytes) {
-            Ok(response) => {
-                report.findings.extend(lint::response(&response, None));
-                report.notes.push(
-                    "unknown_tool, unknown_robot and memory_list_dropped need the request: \
-                     give it with --request (or use `exchange`)"
-                        .to_owned(),
-                );
-            }
-            Err(e) => report.findings.extend(issue_findings(kind, &e)),
-        },
-        DocumentKind::Info => match AgentInfo::from_slice(bytes) {
-            Ok(info) => report.findings.extend(lint::info(&info)),
-            Err(e) => report.findings.extend(issue_findings(kind, &e)),
-        },
-        DocumentKind::Health => match AgentHealth::from_slice(bytes) {
-            Ok(_) => {}
-            Err(e) => report.findings.extend(issue_findings(kind, &e)),
-        },
-        DocumentKind::CoachingRequest => {
-            if let Err(e) = SpecializedCoachingRequest::from_slice(bytes) {
-                report.findings.extend(issue_findings(kind, &e));
-            }
+    let mut report = Report::new(kind.name());
+    match kind.parse(bytes) {
+        Ok(Document::Response(response)) => {
+            report.findings.extend(lint::response(&response, None));
+            report.notes.push(
+                "unknown_tool, unknown_robot and memory_list_dropped need the request: \
+                 give it with --request (or use `exchange`)"
+                    .to_owned(),
+            );
         }
-        DocumentKind::CoachingResponse => match SpecializedCoachingResponse::from_slice(bytes) {
-            Ok(response) => {
-                report.findings.extend(lint::coaching_response(&response));
-                report.notes.push(
-                    "whether the reply answers its request (request_id, reinjection point \
-                     ids) needs the request: give it with --request (or use `exchange \
-                     --coaching`)"
-                        .to_owned(),
-                );
-            }
-            Err(e) => report.findings.extend(issue_findings(kind, &e)),
-        },
-        DocumentKind::CoachingSession => {
-            if let Err(e) = CoachingSessionConfig::from_slice(bytes) {
-                report.findings.extend(issue_findings(kind, &e));
-            }
+        Ok(Document::Info(info)) => report.findings.extend(lint::info(&info)),
+        Ok(Document::CoachingResponse(response)) => {
+            report.findings.extend(lint::coaching_response(&response));
+            report.notes.push(
+                "whether the reply answers its request (request_id, reinjection point \
+                 ids) needs the request: give it with --request (or use `exchange \
+                 --coaching`)"
+                    .to_owned(),
+            );
         }
-        DocumentKind::InternalStep => {
-            if let Err(e) = InternalStep::from_slice(bytes) {
-                report.findings.extend(issue_findings(kind, &e));
-            }
-        }
-        DocumentKind::ReplaceSay => {
-            if let Err(e) = ReplaceSay::from_slice(bytes) {
-                report.findings.extend(issue_findings(kind, &e));
-            }
-        }
-        DocumentKind::SituationLink => {
-            if let Err(e) = SituationLink::from_slice(bytes) {
-                report.findings.extend(issue_findings(kind, &e));
-            }
-        }
-        DocumentKind::CandidateRecord => {
-            if let Err(e) = CandidateRecord::from_slice(bytes) {
-                report.findings.extend(issue_findings(kind, &e));
-            }
-        }
-        DocumentKind::SituationRecord => {
-            if let Err(e) = SituationRecord::from_slice(bytes) {
-                report.findings.extend(issue_findings(kind, &e));
-            }
-        }
-        DocumentKind::ExportExample => {
-            if let Err(e) = ExportExample::from_slice(bytes) {
-                report.findings.extend(issue_findings(kind, &e));
-            }
-        }
-        DocumentKind::ExportRecord => {
-            if let Err(e) = ExportRecord::from_slice(bytes) {
-                report.findings.extend(issue_findings(kind, &e));
-            }
-        }
-        DocumentKind::ExportResult => {
-            if let Err(e) = ExportResult::from_slice(bytes) {
-                report.findings.extend(issue_findings(kind, &e));
-            }
-        }
+        // The other documents have no lint of their own.
+        Ok(_) => {}
+        Err(e) => report.findings.extend(issue_findings(kind, &e)),
     }
-    report.findings.extend(lint::duplicate_keys(doc, bytes));
+    report
+        .findings
+        .extend(lint::duplicate_keys(kind.name(), bytes));
     name_trailing_commas(bytes, &mut report.findings);
     report.sort();
     report

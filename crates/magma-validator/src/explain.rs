@@ -64,6 +64,11 @@ pub(crate) fn invalid_document_impact(kind: DocumentKind) -> &'static str {
             "GEN's export validates what an exporter returns with ExportResult: an invalid \
              result fails the whole export"
         }
+        // A kind registered since: what is true of every document.
+        _ => {
+            "BENCH and GEN read this document with magma-core's models: an invalid one is \
+             refused where they read it"
+        }
     }
 }
 

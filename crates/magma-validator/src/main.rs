@@ -2,13 +2,16 @@
 //! MAGMA Agent HTTP Contract (protocol 2.0).
 #![allow(clippy::print_stdout, clippy::print_stderr)] // a CLI prints its results
 
+use std::ffi::OsStr;
 use std::io::{self, BufReader, BufWriter, IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{Parser, Subcommand, ValueEnum};
+use magma_validator::magma_protocol::routes::Endpoint;
 use magma_validator::probe::{self, ProbeConfig, ProbeReport, Progress};
 use magma_validator::proxy;
 use magma_validator::render::{self, Format};
@@ -37,8 +40,8 @@ enum Command {
     /// Check one document: every contract error at once, plus lints (warnings)
     Check {
         /// What the document is
-        #[arg(long, value_enum)]
-        kind: Kind,
+        #[arg(long, value_parser = KindParser)]
+        kind: DocumentKind,
         /// With --kind response: the request it answers, for the candidate sequence and the
         /// lints that need it (unknown tool or robot, memory_list dropped); with --kind
         /// coaching_response: the coaching request it answers (validate_request)
@@ -242,56 +245,34 @@ fn header_arg(s: &str) -> Result<(String, String), String> {
     Ok((name.trim().to_owned(), value.trim().to_owned()))
 }
 
-/// The names are those of `batch` (`coaching_request`); `-` works for `_` too.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum Kind {
-    Request,
-    Response,
-    Info,
-    Health,
-    #[value(name = "coaching_request", alias = "coaching-request")]
-    CoachingRequest,
-    #[value(name = "coaching_response", alias = "coaching-response")]
-    CoachingResponse,
-    #[value(name = "coaching_session", alias = "coaching-session")]
-    CoachingSession,
-    #[value(name = "internal_step", alias = "internal-step")]
-    InternalStep,
-    #[value(name = "replace_say", alias = "replace-say")]
-    ReplaceSay,
-    #[value(name = "situation_link", alias = "situation-link")]
-    SituationLink,
-    #[value(name = "candidate_record", alias = "candidate-record")]
-    CandidateRecord,
-    #[value(name = "situation_record", alias = "situation-record")]
-    SituationRecord,
-    #[value(name = "export_example", alias = "export-example")]
-    ExportExample,
-    #[value(name = "export_record", alias = "export-record")]
-    ExportRecord,
-    #[value(name = "export_result", alias = "export-result")]
-    ExportResult,
-}
+/// `--kind`: a document kind of magma-protocol's registry by its name, the
+/// name `batch` uses (`coaching_request`); `-` works for `_` too.
+#[derive(Debug, Clone, Copy)]
+struct KindParser;
 
-impl From<Kind> for DocumentKind {
-    fn from(k: Kind) -> Self {
-        match k {
-            Kind::Request => DocumentKind::Request,
-            Kind::Response => DocumentKind::Response,
-            Kind::Info => DocumentKind::Info,
-            Kind::Health => DocumentKind::Health,
-            Kind::CoachingRequest => DocumentKind::CoachingRequest,
-            Kind::CoachingResponse => DocumentKind::CoachingResponse,
-            Kind::CoachingSession => DocumentKind::CoachingSession,
-            Kind::InternalStep => DocumentKind::InternalStep,
-            Kind::ReplaceSay => DocumentKind::ReplaceSay,
-            Kind::SituationLink => DocumentKind::SituationLink,
-            Kind::CandidateRecord => DocumentKind::CandidateRecord,
-            Kind::SituationRecord => DocumentKind::SituationRecord,
-            Kind::ExportExample => DocumentKind::ExportExample,
-            Kind::ExportRecord => DocumentKind::ExportRecord,
-            Kind::ExportResult => DocumentKind::ExportResult,
+impl TypedValueParser for KindParser {
+    type Value = DocumentKind;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &OsStr,
+    ) -> Result<DocumentKind, clap::Error> {
+        let name = value.to_str().map(|v| v.replace('-', "_"));
+        if let Some(kind) = name.and_then(|n| n.parse().ok()) {
+            return Ok(kind);
         }
+        // Anything else gets clap's message, which lists the kinds.
+        let names = PossibleValuesParser::new(DocumentKind::ALL.map(DocumentKind::name));
+        let name = names.parse_ref(cmd, arg, value)?;
+        name.parse()
+            .map_err(|e| clap::Error::raw(clap::error::ErrorKind::InvalidValue, format!("{e}\n")))
+    }
+
+    fn possible_values(&self) -> Option<Box<dyn Iterator<Item = PossibleValue> + '_>> {
+        let kinds = DocumentKind::ALL.into_iter();
+        Some(Box::new(kinds.map(|k| PossibleValue::new(k.name()))))
     }
 }
 
@@ -370,7 +351,6 @@ fn run(cli: Cli) -> Result<u8, Fatal> {
             format,
             file,
         } => {
-            let kind = DocumentKind::from(kind);
             if let Some(req_path) = &request {
                 if !matches!(
                     kind,
@@ -603,9 +583,10 @@ fn print_progress(base: &str, p: Progress<'_>) {
             limit,
             last,
         } => format!(
-            "magma-validate: waiting for {base}/health: {last} ({:.1} s of {} s)",
+            "magma-validate: waiting for {base}{health}: {last} ({:.1} s of {} s)",
             elapsed.as_secs_f64(),
-            limit.as_secs_f64()
+            limit.as_secs_f64(),
+            health = Endpoint::Health,
         ),
         Progress::Finished {
             index,

@@ -31,6 +31,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use magma_client::magma_protocol::coaching::{CoachingSessionConfig, SpecializedCoachingRequest};
+use magma_client::magma_protocol::routes::Endpoint;
 use magma_client::magma_protocol::{
     AgentInput, AgentInstruction, AgentRequest, AgentResponse, Json, Object, json,
 };
@@ -448,7 +449,9 @@ fn reject_list(client: &Client) -> Check {
 
 fn reject_raw(client: &Client) -> Check {
     let raw = client
-        .execute(RawRequest::post("/v1/responses").json(r#"{"request_id":"","inputs":[]}"#))
+        .execute(
+            RawRequest::post(Endpoint::Responses.path()).json(r#"{"request_id":"","inputs":[]}"#),
+        )
         .map_err(|e| e.to_string())?;
     expect(raw.status().as_u16() == 422, || {
         format!("status {}", raw.status())

@@ -7,6 +7,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
+use magma_protocol::routes::Endpoint;
 use serde_json::Value;
 
 /// `success=... status=... reason=...` of BENCH's `EPISODE_COMPLETED` line.
@@ -65,7 +66,7 @@ pub(super) fn check_reinjections(wire: &Path) -> Result<Reinjections> {
     let mut check = Reinjections::default();
     for record in wire_records(wire)? {
         let path = record["path"].as_str().unwrap_or("");
-        if path == "/v1/coaching" {
+        if path == Endpoint::Coaching.path() {
             check.coaching_requests += 1;
             let status = record["response"]["status"]
                 .as_str()
@@ -73,7 +74,7 @@ pub(super) fn check_reinjections(wire: &Path) -> Result<Reinjections> {
             check.statuses.push(status);
             continue;
         }
-        if path != "/v1/responses" {
+        if path != Endpoint::Responses.path() {
             continue;
         }
         let Some(inputs) = record["request"]["inputs"].as_array() else {

@@ -2,6 +2,7 @@
 #![allow(clippy::print_stderr, clippy::print_stdout)] // tests report what they measured
 
 mod coaching;
+mod code_map;
 mod corpus;
 mod error_inputs;
 mod errors;

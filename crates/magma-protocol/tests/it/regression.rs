@@ -6,58 +6,57 @@
 //! crash input goes here as a `#[test]` named after its target, with the
 //! bytes inline and the invariant it broke.
 
-use magma_protocol::coaching::{
-    CoachingPayload, CoachingSessionConfig, InternalStep, ReplaceSay, SpecializedCoachingRequest,
-    SpecializedCoachingResponse,
-};
-use magma_protocol::export::{
-    CandidateRecord, ExportExample, ExportRecord, ExportResult, SituationLink, SituationRecord,
-};
+use std::collections::BTreeMap;
+
+use magma_protocol::coaching::CoachingPayload;
+use magma_protocol::documents::{CaseKind, DocumentKind, ExchangeKind, Family};
 use magma_protocol::tools::ToolDescription;
 use magma_protocol::{
     AgentHealth, AgentInfo, AgentRequest, AgentResponse, EnvFeedback, ExchangeError, Json, Object,
     validate_exchange,
 };
 
+use crate::corpus::case_kind;
+
 const FIXTURES: &str = include_str!(concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/tests/fixtures/reference.jsonl"
 ));
 
-/// The `coaching` target's invariants for one document type: the two
+/// The `coaching` and `export` targets' invariants for one kind: the two
 /// entry points agree, and an accepted document writes to text that reads
 /// back as itself, a fixed point.
-macro_rules! coaching_round_trip {
-    ($ty:ty, $doc:expr) => {{
-        let direct = <$ty>::from_slice($doc);
-        let two_step = Json::from_slice($doc).and_then(<$ty>::from_json);
-        match (&direct, &two_step) {
-            (Ok(a), Ok(b)) => assert_eq!(a, b),
-            (Err(_), Err(_)) => {}
-            _ => panic!("the two entry points disagree: {direct:?} vs {two_step:?}"),
-        }
-        if let Ok(doc) = direct {
-            let text = doc.to_json_string();
-            let again = <$ty>::from_slice(text.as_bytes()).expect("written document reads back");
-            assert_eq!(again, doc, "{text}");
-            assert_eq!(again.to_json_string(), text);
-        }
-    }};
+fn round_trip(kind: DocumentKind, doc: &[u8]) {
+    let direct = kind.parse(doc);
+    let two_step = Json::from_slice(doc).and_then(|v| kind.validate(v));
+    match (&direct, &two_step) {
+        (Ok(a), Ok(b)) => assert_eq!(a, b),
+        (Err(_), Err(_)) => {}
+        _ => panic!("{kind}: the two entry points disagree: {direct:?} vs {two_step:?}"),
+    }
+    if let Ok(doc) = direct {
+        let text = doc.to_json_string();
+        let again = kind
+            .parse(text.as_bytes())
+            .expect("written document reads back");
+        assert_eq!(again, doc, "{text}");
+        assert_eq!(again.to_json_string(), text);
+    }
 }
 
-/// The `coaching` target's invariants (it tries every coaching document).
-fn coaching_invariants(doc: &[u8]) {
-    coaching_round_trip!(SpecializedCoachingRequest, doc);
-    coaching_round_trip!(SpecializedCoachingResponse, doc);
-    coaching_round_trip!(CoachingSessionConfig, doc);
-    coaching_round_trip!(InternalStep, doc);
-    coaching_round_trip!(ReplaceSay, doc);
-    coaching_round_trip!(SituationLink, doc);
-    coaching_round_trip!(CandidateRecord, doc);
-    coaching_round_trip!(SituationRecord, doc);
-    coaching_round_trip!(ExportExample, doc);
-    coaching_round_trip!(ExportRecord, doc);
-    coaching_round_trip!(ExportResult, doc);
+/// The invariants of a family's target (`coaching`, `export`): every
+/// document of the family tried on the bytes; for coaching, the payloads
+/// too.
+fn family_invariants(family: Family, doc: &[u8]) {
+    for kind in DocumentKind::ALL
+        .into_iter()
+        .filter(|k| k.family() == family)
+    {
+        round_trip(kind, doc);
+    }
+    if family != Family::Coaching {
+        return;
+    }
     if let Ok(value) = Json::from_slice(doc) {
         if let Ok(payload) = CoachingPayload::from_json(&value) {
             let again = CoachingPayload::from_json(&Json::Object(payload.to_object()))
@@ -127,8 +126,8 @@ fn response_invariants(doc: &[u8]) {
 }
 
 /// The `info` and `health` targets' invariants.
-fn info_health_invariants(kind: &str, doc: &[u8]) {
-    if kind == "info" {
+fn info_health_invariants(kind: DocumentKind, doc: &[u8]) {
+    if kind == DocumentKind::Info {
         let direct = AgentInfo::from_slice(doc);
         assert_eq!(
             direct.as_ref().ok(),
@@ -204,42 +203,30 @@ fn tool_invariants(tool: &Object) {
 
 #[test]
 fn the_fuzz_invariants_hold_on_every_fixture_document() {
-    let mut counted = [0usize; 6];
+    let mut counted: BTreeMap<CaseKind, usize> = BTreeMap::new();
     for (kind, doc, request) in cases() {
-        let bytes = doc.as_bytes();
-        match kind.as_str() {
-            "request" => {
-                request_invariants(bytes);
-                counted[0] += 1;
+        let (kind, bytes) = (case_kind(&kind), doc.as_bytes());
+        let request = request.as_deref().unwrap_or("").as_bytes();
+        match kind {
+            CaseKind::Document(DocumentKind::Request) => request_invariants(bytes),
+            CaseKind::Document(DocumentKind::Response) => response_invariants(bytes),
+            CaseKind::Document(k @ (DocumentKind::Info | DocumentKind::Health)) => {
+                info_health_invariants(k, bytes);
             }
-            "response" => {
-                response_invariants(bytes);
-                counted[1] += 1;
+            CaseKind::Document(k) => family_invariants(k.family(), bytes),
+            CaseKind::Exchange(ExchangeKind::Inference) => exchange_invariants(request, bytes),
+            CaseKind::Exchange(x) => {
+                family_invariants(x.request().family(), request);
+                family_invariants(x.response().family(), bytes);
             }
-            "info" | "health" => {
-                info_health_invariants(&kind, bytes);
-                counted[2] += 1;
-            }
-            "exchange" => {
-                exchange_invariants(request.as_deref().unwrap_or("").as_bytes(), bytes);
-                counted[3] += 1;
-            }
-            "coaching_request" | "coaching_response" | "coaching_session" | "internal_step"
-            | "replace_say" | "situation_link" | "candidate_record" | "situation_record"
-            | "export_example" | "export_record" | "export_result" => {
-                coaching_invariants(bytes);
-                counted[4] += 1;
-            }
-            "coaching_exchange" => {
-                coaching_invariants(request.as_deref().unwrap_or("").as_bytes());
-                coaching_invariants(bytes);
-                counted[4] += 1;
-            }
-            other => panic!("unknown fixture kind {other}"),
+            other => panic!("no fuzz invariants for {other}"),
         }
-        counted[5] += 1;
+        *counted.entry(kind).or_default() += 1;
     }
-    assert!(counted.iter().all(|&n| n > 0), "{counted:?}");
+    let missing: Vec<_> = CaseKind::all()
+        .filter(|k| !counted.contains_key(k))
+        .collect();
+    assert!(missing.is_empty(), "no fixture of {missing:?}: {counted:?}");
 }
 
 #[test]

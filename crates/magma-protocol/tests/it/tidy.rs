@@ -4,8 +4,9 @@
 //!
 //! - a module may use only modules of a lower layer, or its own module:
 //!   (`json`, `routes`) < `limits` < `error` < (`validate`, `json_schema`) < `model` <
-//!   (`exchange`, `env`, `tools`, `schema`); modules of one layer may not
-//!   use each other;
+//!   (`exchange`, `env`, `tools`, `schema`) < `documents` (the registry of
+//!   document kinds, which names the models, their exchanges and schemas);
+//!   modules of one layer may not use each other;
 //! - a file of one model (`model/request.rs` and its children, ...) may use
 //!   another model only through the types `model/mod.rs` re-exports, never
 //!   through the other file's module (`super::response::...`).
@@ -23,6 +24,7 @@ const LAYERS: &[&[&str]] = &[
     &["validate", "json_schema"],
     &["model"],
     &["exchange", "env", "tools", "schema"],
+    &["documents"],
 ];
 
 /// Files of `model/` that are not one model's: the registry and the tests

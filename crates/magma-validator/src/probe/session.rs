@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use magma_client::http::Method;
 use magma_client::http::header::{ACCEPT, HeaderName, HeaderValue};
 use magma_client::{Client, ErrorKind, RawRequest, RawResponse, TransportCause};
+use magma_protocol::routes::Endpoint;
 use magma_protocol::{AgentRequest, AgentResponse, Outcome};
 
 use super::{AgentIdentity, Check, ProbeConfig, ProbeError};
@@ -264,7 +265,7 @@ impl Session {
         request: &AgentRequest,
         body: String,
     ) -> Option<AgentResponse> {
-        let answer = self.post_json("/v1/responses", body);
+        let answer = self.post_json(Endpoint::Responses.path(), body);
         self.judge_answer(check, request, answer)
     }
 
@@ -288,7 +289,7 @@ impl Session {
                 Finding::error(
                     "http",
                     "http_status",
-                    "POST /v1/responses",
+                    format!("POST {}", Endpoint::Responses),
                     format!(
                         "answered {} to a valid request: {}",
                         answer.status(),
@@ -300,7 +301,7 @@ impl Session {
             );
             return None;
         }
-        self.observe_content_type(&Method::POST, "/v1/responses", &answer);
+        self.observe_content_type(&Method::POST, Endpoint::Responses.path(), &answer);
         check.extend(lint::duplicate_keys("response", answer.body()));
         // More candidates than asked for: refused before any is built, so
         // that a hostile answer of many small ones costs the probe nothing.

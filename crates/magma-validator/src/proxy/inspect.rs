@@ -3,6 +3,7 @@
 
 use magma_protocol::AgentRequest;
 use magma_protocol::coaching::CoachingProposal;
+use magma_protocol::routes::Endpoint;
 
 use crate::check::{DocumentKind, check_coaching_exchange, check_document, check_exchange};
 use crate::report::{Finding, shorten};
@@ -22,21 +23,19 @@ pub(crate) enum Route {
 impl Route {
     pub(crate) fn of(method: &str, path: &str) -> Route {
         let path = path.split_once('?').map_or(path, |(p, _)| p);
-        match (method, path) {
-            ("GET", "/health") => Route::Health,
-            ("GET", "/v1/info") => Route::Info,
-            ("POST", "/v1/responses") => Route::Responses,
-            ("POST", "/v1/coaching") => Route::Coaching,
-            ("PUT", p) if is_session(p) => Route::CoachingOpen,
-            ("DELETE", p) if is_session(p) => Route::CoachingClose,
+        match (
+            method,
+            Endpoint::recognize(path).map(|(endpoint, _)| endpoint),
+        ) {
+            ("GET", Some(Endpoint::Health)) => Route::Health,
+            ("GET", Some(Endpoint::Info)) => Route::Info,
+            ("POST", Some(Endpoint::Responses)) => Route::Responses,
+            ("POST", Some(Endpoint::Coaching)) => Route::Coaching,
+            ("PUT", Some(Endpoint::CoachingSession)) => Route::CoachingOpen,
+            ("DELETE", Some(Endpoint::CoachingSession)) => Route::CoachingClose,
             _ => Route::Other,
         }
     }
-}
-
-fn is_session(path: &str) -> bool {
-    path.strip_prefix("/v1/coaching/sessions/")
-        .is_some_and(|id| !id.is_empty() && !id.contains('/'))
 }
 
 /// One finding of the proxy: the check it belongs to (a JUnit test case of
@@ -114,7 +113,7 @@ pub(crate) fn inspect(
                     check: "info",
                     finding: status_finding(
                         status,
-                        "GET /v1/info",
+                        &format!("GET {}", Endpoint::Info),
                         "BENCH and GEN read /v1/info before the first episode: the run stops there",
                     ),
                 });
@@ -147,7 +146,7 @@ pub(crate) fn inspect(
                         check: "response",
                         finding: status_finding(
                             status,
-                            "POST /v1/responses",
+                            &format!("POST {}", Endpoint::Responses),
                             "BENCH counts the episode as failed; GEN marks the node invalid",
                         ),
                     });

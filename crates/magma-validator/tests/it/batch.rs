@@ -5,14 +5,8 @@
 
 use std::collections::BTreeMap;
 
-use magma_validator::magma_protocol::coaching::{
-    CoachingSessionConfig, InternalStep, ReplaceSay, SpecializedCoachingRequest,
-    SpecializedCoachingResponse,
-};
-use magma_validator::magma_protocol::{
-    AgentHealth, AgentInfo, AgentRequest, AgentResponse, Error, ErrorKind, ExchangeError, Issue,
-    Segment, validate_exchange,
-};
+use magma_validator::magma_protocol::documents::CaseKind;
+use magma_validator::magma_protocol::{Error, ErrorKind, ExchangeError, Issue, Segment};
 use serde_json::Value;
 
 use crate::support::{code, run, stderr};
@@ -44,61 +38,23 @@ fn reason(issue: &Issue) -> String {
     }
 }
 
-/// magma-protocol's own verdict and reason for a case.
+/// magma-protocol's own verdict and reason for a case, through its registry
+/// of kinds.
 fn protocol_verdict(kind: &str, doc: &str, request: Option<&str>) -> (&'static str, String) {
     let doc = doc.as_bytes();
     let first = |e: Error| reason(e.first());
+    let kind: CaseKind = kind.parse().unwrap_or_else(|e| panic!("{e}"));
     let result = match kind {
-        "request" => AgentRequest::from_slice(doc).map(drop).map_err(first),
-        "response" => AgentResponse::from_slice(doc).map(drop).map_err(first),
-        "info" => AgentInfo::from_slice(doc).map(drop).map_err(first),
-        "health" => AgentHealth::from_slice(doc).map(drop).map_err(first),
-        "exchange" => validate_exchange(request.unwrap().as_bytes(), doc).map_err(|e| match e {
-            ExchangeError::Request(e) => format!("request:{}", reason(e.first())),
-            ExchangeError::Response(e) => reason(e.first()),
-            ExchangeError::Mismatch(_) => "candidates_mismatch".into(),
-            other => panic!("unexpected {other}"),
-        }),
-        "coaching_request" => SpecializedCoachingRequest::from_slice(doc)
-            .map(drop)
-            .map_err(first),
-        "coaching_response" => SpecializedCoachingResponse::from_slice(doc)
-            .map(drop)
-            .map_err(first),
-        "coaching_session" => CoachingSessionConfig::from_slice(doc)
-            .map(drop)
-            .map_err(first),
-        "internal_step" => InternalStep::from_slice(doc).map(drop).map_err(first),
-        "replace_say" => ReplaceSay::from_slice(doc).map(drop).map_err(first),
-        "situation_link" => magma_protocol::export::SituationLink::from_slice(doc)
-            .map(drop)
-            .map_err(first),
-        "candidate_record" => magma_protocol::export::CandidateRecord::from_slice(doc)
-            .map(drop)
-            .map_err(first),
-        "situation_record" => magma_protocol::export::SituationRecord::from_slice(doc)
-            .map(drop)
-            .map_err(first),
-        "export_example" => magma_protocol::export::ExportExample::from_slice(doc)
-            .map(drop)
-            .map_err(first),
-        "export_record" => magma_protocol::export::ExportRecord::from_slice(doc)
-            .map(drop)
-            .map_err(first),
-        "export_result" => magma_protocol::export::ExportResult::from_slice(doc)
-            .map(drop)
-            .map_err(first),
-        "coaching_exchange" => {
-            match SpecializedCoachingRequest::from_slice(request.unwrap().as_bytes()) {
-                Err(e) => Err(format!("request:{}", reason(e.first()))),
-                Ok(req) => match SpecializedCoachingResponse::from_slice(doc) {
-                    Err(e) => Err(reason(e.first())),
-                    Ok(reply) => reply
-                        .validate_request(&req)
-                        .map_err(|_| "coaching_mismatch".to_owned()),
-                },
-            }
-        }
+        CaseKind::Document(kind) => kind.parse(doc).map(drop).map_err(first),
+        CaseKind::Exchange(kind) => kind
+            .validate(request.unwrap().as_bytes(), doc)
+            .map_err(|e| match e {
+                ExchangeError::Request(e) => format!("request:{}", reason(e.first())),
+                ExchangeError::Response(e) => reason(e.first()),
+                ExchangeError::Mismatch(_) => "candidates_mismatch".into(),
+                ExchangeError::CoachingMismatch(_) => "coaching_mismatch".into(),
+                other => panic!("unexpected {other}"),
+            }),
         other => panic!("unknown kind {other}"),
     };
     match result {

@@ -135,3 +135,18 @@ fn every_deviation_family_is_documented() {
         );
     }
 }
+
+/// `docs/architecture.md`'s validator code map names every file of `src/`
+/// and only files that exist.
+#[test]
+fn the_code_map_names_every_source_file_and_only_files_there_are() {
+    use magma_testkit::code_map::{architecture, code_map_problems, repo_root, section};
+    let text = architecture(&repo_root(env!("CARGO_MANIFEST_DIR")));
+    let rows = section(&text, "### crates/magma-validator ");
+    let problems = code_map_problems(&PathBuf::from(env!("CARGO_MANIFEST_DIR")), &rows);
+    assert!(
+        problems.is_empty(),
+        "docs/architecture.md:\n{}",
+        problems.join("\n")
+    );
+}

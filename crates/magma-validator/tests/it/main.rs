@@ -6,6 +6,7 @@ mod batch;
 mod cli_check;
 mod docs;
 mod hostile;
+mod kinds;
 mod probe_behaviour;
 mod probe_ci;
 mod probe_coaching;

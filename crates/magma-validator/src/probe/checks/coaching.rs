@@ -13,7 +13,7 @@ use magma_client::{RawRequest, RawResponse};
 use magma_protocol::coaching::{
     CoachingProposal, SpecializedCoachingRequest, SpecializedCoachingResponse,
 };
-use magma_protocol::routes::coaching_session_path as session_path;
+use magma_protocol::routes::{Endpoint, coaching_session_path as session_path};
 use magma_protocol::{AgentInput, AgentOutput, AgentRequest, Json, Outcome, json};
 
 use super::CheckDef;
@@ -221,7 +221,7 @@ fn open(s: &mut Session, check: &mut Check) {
     let answer = put(s, &run_id, &config(true));
     if expect_204(
         check,
-        "PUT /v1/coaching/sessions/{run_id}",
+        &format!("PUT {}", Endpoint::CoachingSession),
         &answer,
         OPEN_IMPACT,
         "accept a CoachingSessionConfig with 204 (magma-core's mount_coaching_routes does)",
@@ -238,7 +238,7 @@ fn open_again(s: &mut Session, check: &mut Check) {
     let answer = put(s, &run_id, &config(true));
     if expect_204(
         check,
-        "PUT /v1/coaching/sessions/{run_id} (same configuration)",
+        &format!("PUT {} (same configuration)", Endpoint::CoachingSession),
         &answer,
         "GEN deletes the session and stops the run when a PUT fails: a PUT sent again after a \
          lost answer (or by a retrying proxy) must find the session as it is",
@@ -261,7 +261,7 @@ fn conflict(s: &mut Session, check: &mut Check) {
             Finding::error(
                 "coaching",
                 "not_409",
-                "PUT /v1/coaching/sessions/{run_id} (another configuration)",
+                format!("PUT {} (another configuration)", Endpoint::CoachingSession),
                 format!(
                     "answered {} to a different configuration of an open session: {}",
                     a.status(),
@@ -358,7 +358,7 @@ fn post_coaching(
     check: &mut Check,
     request: &SpecializedCoachingRequest,
 ) -> Option<SpecializedCoachingResponse> {
-    let answer = match s.post_json("/v1/coaching", request.to_json_string()) {
+    let answer = match s.post_json(Endpoint::Coaching.path(), request.to_json_string()) {
         Ok(a) => a,
         Err(e) => {
             check.push(transport_finding(&e));
@@ -370,7 +370,7 @@ fn post_coaching(
             Finding::error(
                 "coaching",
                 "http_status",
-                "POST /v1/coaching",
+                format!("POST {}", Endpoint::Coaching),
                 format!("answered {}: {}", answer.status(), body_excerpt(&answer)),
             )
             .with_impact(POST_IMPACT)
@@ -381,7 +381,7 @@ fn post_coaching(
         );
         return None;
     }
-    s.observe_content_type(&Method::POST, "/v1/coaching", &answer);
+    s.observe_content_type(&Method::POST, Endpoint::Coaching.path(), &answer);
     let response = match SpecializedCoachingResponse::from_slice(answer.body()) {
         Ok(r) => r,
         Err(e) => {
@@ -412,7 +412,10 @@ fn repair(s: &mut Session, check: &mut Check, kind: &str) {
         return;
     };
     if !s.coaching.kinds.iter().any(|k| k == kind) {
-        check.skip(format!("skipped: /v1/info does not advertise `{kind}`"));
+        check.skip(format!(
+            "skipped: {} does not advertise `{kind}`",
+            Endpoint::Info
+        ));
         return;
     }
     let request_id = s.request_id("coaching");
@@ -702,7 +705,7 @@ fn close_waits(s: &mut Session, check: &mut Check) {
     let answer = put(s, &run_id, &config(true));
     if !expect_204(
         check,
-        "PUT /v1/coaching/sessions/{run_id}",
+        &format!("PUT {}", Endpoint::CoachingSession),
         &answer,
         OPEN_IMPACT,
         "accept a CoachingSessionConfig with 204",
@@ -718,7 +721,7 @@ fn close_waits(s: &mut Session, check: &mut Check) {
     let session: &Session = s;
     let (post, post_done, delete_sent, delete_answer, delete_done) = thread::scope(|scope| {
         let slow = scope.spawn(|| {
-            let answer = session.post_json("/v1/coaching", request.to_json_string());
+            let answer = session.post_json(Endpoint::Coaching.path(), request.to_json_string());
             (answer, Instant::now())
         });
         thread::sleep(DELETE_AFTER);
@@ -735,7 +738,7 @@ fn close_waits(s: &mut Session, check: &mut Check) {
     };
     if !expect_204(
         check,
-        "DELETE /v1/coaching/sessions/{run_id}",
+        &format!("DELETE {}", Endpoint::CoachingSession),
         &delete_answer,
         CLOSE_IMPACT,
         "answer DELETE with 204",
@@ -752,7 +755,7 @@ fn close_waits(s: &mut Session, check: &mut Check) {
                 Finding::error(
                     "coaching",
                     "http_status",
-                    "POST /v1/coaching (in flight during DELETE)",
+                    format!("POST {} (in flight during DELETE)", Endpoint::Coaching),
                     format!("answered {}: {}", a.status(), body_excerpt(a)),
                 )
                 .with_impact(POST_IMPACT)
@@ -782,7 +785,7 @@ fn close_waits(s: &mut Session, check: &mut Check) {
             Finding::error(
                 "coaching",
                 "delete_did_not_wait",
-                "DELETE /v1/coaching/sessions/{run_id}",
+                format!("DELETE {}", Endpoint::CoachingSession),
                 format!(
                     "DELETE answered {:?} before the session's coaching request in flight \
                      finished",
@@ -811,7 +814,7 @@ fn close(s: &mut Session, check: &mut Check) {
     let answer = delete(s, &run_id);
     if !expect_204(
         check,
-        "DELETE /v1/coaching/sessions/{run_id}",
+        &format!("DELETE {}", Endpoint::CoachingSession),
         &answer,
         CLOSE_IMPACT,
         "answer DELETE with 204 once the session's requests have finished",
@@ -829,7 +832,7 @@ fn close_again(s: &mut Session, check: &mut Check) {
     let answer = delete(s, &run_id);
     if expect_204(
         check,
-        "DELETE /v1/coaching/sessions/{run_id} (closed)",
+        &format!("DELETE {} (closed)", Endpoint::CoachingSession),
         &answer,
         "GEN's close() after a failed PUT deletes a session that may not exist, and raises \
          on anything but 2xx",
@@ -856,16 +859,16 @@ fn unknown_run_of(s: &mut Session, check: &mut Check, run_id: &str, what: &str) 
     else {
         return;
     };
-    match s.post_json("/v1/coaching", request.to_json_string()) {
+    match s.post_json(Endpoint::Coaching.path(), request.to_json_string()) {
         Err(e) => check.push(transport_finding(&e)),
         Ok(a) if a.status() == StatusCode::NOT_FOUND => {
-            check.verified(format!("POST /v1/coaching for {what}: 404"));
+            check.verified(format!("POST {} for {what}: 404", Endpoint::Coaching));
         }
         Ok(a) => check.push(
             Finding::error(
                 "coaching",
                 "not_404",
-                "POST /v1/coaching",
+                format!("POST {}", Endpoint::Coaching),
                 format!(
                     "answered {} to a request for {what}: {}",
                     a.status(),

@@ -19,6 +19,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use magma_client::RawResponse;
+use magma_protocol::routes::Endpoint;
 use magma_protocol::{AgentInstruction, AgentRequest, Json};
 
 use super::CheckDef;
@@ -162,7 +163,7 @@ fn timed_get(s: &Session, path: &'static str, in_flight: &AtomicUsize) -> Poll {
 /// Sends `request` alone and checks the answer; how long it took.
 fn alone(s: &mut Session, check: &mut Check, request: &AgentRequest) -> Duration {
     let started = Instant::now();
-    let answer = s.post_json("/v1/responses", request.to_json_string());
+    let answer = s.post_json(Endpoint::Responses.path(), request.to_json_string());
     let took = started.elapsed();
     s.judge_answer(check, request, answer);
     took
@@ -181,8 +182,8 @@ type Sent = (Result<RawResponse, magma_client::Error>, Duration, Duration);
 fn measure(s: &mut Session) -> BusyRun {
     let none = AtomicUsize::new(0);
     let idle = vec![
-        timed_get(s, "/health", &none),
-        timed_get(s, "/v1/info", &none),
+        timed_get(s, Endpoint::Health.path(), &none),
+        timed_get(s, Endpoint::Info.path(), &none),
     ];
     let mut failures = Vec::new();
     let mut large = false;
@@ -226,7 +227,7 @@ fn measure(s: &mut Session) -> BusyRun {
                 let in_flight = &in_flight;
                 scope.spawn(move || {
                     let from = started.elapsed();
-                    let answer = shared.post_json_at_once("/v1/responses", body);
+                    let answer = shared.post_json_at_once(Endpoint::Responses.path(), body);
                     let to = started.elapsed();
                     in_flight.fetch_sub(1, Ordering::SeqCst);
                     (answer, from, to)
@@ -235,8 +236,8 @@ fn measure(s: &mut Session) -> BusyRun {
             .collect();
         std::thread::sleep(poll_after);
         let polls = vec![
-            timed_get(shared, "/health", &in_flight),
-            timed_get(shared, "/v1/info", &in_flight),
+            timed_get(shared, Endpoint::Health.path(), &in_flight),
+            timed_get(shared, Endpoint::Info.path(), &in_flight),
         ];
         let sent = handles
             .into_iter()
@@ -415,16 +416,21 @@ fn parallel(s: &mut Session, check: &mut Check) {
     let limit = (AT_ONCE as f64 + 1.0) / 2.0;
     if ratio > limit {
         check.push(
-            Finding::warning("http", "serialised", "POST /v1/responses", figures)
-                .with_impact(
-                    "GEN sends a node's branches and BENCH its episodes in parallel: an agent \
+            Finding::warning(
+                "http",
+                "serialised",
+                format!("POST {}", Endpoint::Responses),
+                figures,
+            )
+            .with_impact(
+                "GEN sends a node's branches and BENCH its episodes in parallel: an agent \
                      that answers one request at a time makes them wait in line, and a long \
                      line passes their 360 s timeout (fatal for the run)",
-                )
-                .with_fix(
-                    "serve requests concurrently: an async server with the model call off the \
+            )
+            .with_fix(
+                "serve requests concurrently: an async server with the model call off the \
                      event loop, several workers, or a model server that batches",
-                ),
+            ),
         );
     } else {
         check.verified(figures);

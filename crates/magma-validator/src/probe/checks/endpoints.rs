@@ -7,6 +7,7 @@ use magma_client::ErrorKind;
 use magma_client::RawRequest;
 use magma_client::http::header::ALLOW;
 use magma_client::http::{Method, StatusCode};
+use magma_protocol::routes::Endpoint;
 use magma_protocol::{AgentHealth, AgentInfo};
 
 use super::CheckDef;
@@ -87,6 +88,7 @@ pub(in crate::probe) fn wait_ready(
     s: &mut Session,
     progress: &mut dyn FnMut(Progress<'_>),
 ) -> Result<(), ProbeError> {
+    let health = Endpoint::Health;
     let started = Instant::now();
     let limit = s.config.ready_timeout;
     let deadline = started + limit;
@@ -96,7 +98,7 @@ pub(in crate::probe) fn wait_ready(
     loop {
         attempts += 1;
         let now = Instant::now();
-        let last = match s.get("/health") {
+        let last = match s.get(health.path()) {
             Err(e) => match e.kind() {
                 ErrorKind::Tls(why) => return Err(tls_error(why, &s.config)),
                 _ if e.is_connect() => e.kind().to_string(),
@@ -108,13 +110,13 @@ pub(in crate::probe) fn wait_ready(
                         ""
                     };
                     return Err(ProbeError::Unreachable(format!(
-                        "GET {}/health: no HTTP answer: {e}{hint}",
+                        "GET {}{health}: no HTTP answer: {e}{hint}",
                         s.base_url()
                     )));
                 }
                 _ => {
                     return Err(ProbeError::Unreachable(format!(
-                        "GET {}/health: {e}",
+                        "GET {}{health}: {e}",
                         s.base_url()
                     )));
                 }
@@ -133,8 +135,8 @@ pub(in crate::probe) fn wait_ready(
         };
         if now >= deadline {
             return Err(ProbeError::NotReady(format!(
-                "GET {}/health: {last}, still after {:.1} s and {attempts} attempts \
-                 (--ready-timeout {}s). BENCH calls /health once at start-up and stops on \
+                "GET {}{health}: {last}, still after {:.1} s and {attempts} attempts \
+                 (--ready-timeout {}s). BENCH calls {health} once at start-up and stops on \
                  anything but 200; start the probe once the agent is up, or raise \
                  --ready-timeout if its models load slowly",
                 s.base_url(),
@@ -165,11 +167,12 @@ pub(in crate::probe) fn stop_on_wrong_base_url(s: &mut Session) -> Result<(), Pr
     if !health_404 {
         return Ok(());
     }
-    match s.get("/v1/info") {
+    let (health, info, responses) = (Endpoint::Health, Endpoint::Info, Endpoint::Responses);
+    match s.get(info.path()) {
         Ok(a) if a.status() == StatusCode::NOT_FOUND => Err(ProbeError::WrongBaseUrl(format!(
-            "GET {base}/health and GET {base}/v1/info both answered 404: {base} is not \
+            "GET {base}{health} and GET {base}{info} both answered 404: {base} is not \
                  the agent's base URL (a missing or extra path prefix?). BENCH and GEN \
-                 append /health, /v1/info and /v1/responses to the base URL they are given; \
+                 append {health}, {info} and {responses} to the base URL they are given; \
                  probe the same URL",
             base = s.base_url()
         ))),
@@ -179,7 +182,7 @@ pub(in crate::probe) fn stop_on_wrong_base_url(s: &mut Session) -> Result<(), Pr
 
 fn health(s: &mut Session, check: &mut Check) {
     let Some(ready) = s.ready.take() else {
-        check.skip("skipped: no answer from GET /health");
+        check.skip(format!("skipped: no answer from GET {}", Endpoint::Health));
         return;
     };
     let answer = &ready.answer;
@@ -188,7 +191,7 @@ fn health(s: &mut Session, check: &mut Check) {
             Finding::error(
                 "health",
                 "http_status",
-                "GET /health",
+                format!("GET {}", Endpoint::Health),
                 format!("answered {}: {}", answer.status(), body_excerpt(answer)),
             )
             .with_impact(HEALTH_IMPACT)
@@ -196,7 +199,7 @@ fn health(s: &mut Session, check: &mut Check) {
         );
         return;
     }
-    s.observe_content_type(&Method::GET, "/health", answer);
+    s.observe_content_type(&Method::GET, Endpoint::Health.path(), answer);
     check.extend(lint::duplicate_keys("health", answer.body()));
     match AgentHealth::from_slice(answer.body()) {
         Ok(_) => check.verified(format!(
@@ -218,7 +221,7 @@ fn health(s: &mut Session, check: &mut Check) {
 }
 
 fn health_after(s: &mut Session, check: &mut Check) {
-    let answer = match s.get("/health") {
+    let answer = match s.get(Endpoint::Health.path()) {
         Ok(a) => a,
         Err(e) => {
             check.push(transport_finding(&e));
@@ -230,7 +233,7 @@ fn health_after(s: &mut Session, check: &mut Check) {
             Finding::error(
                 "health",
                 "not_ready",
-                "GET /health",
+                format!("GET {}", Endpoint::Health),
                 format!("503 at the end of the suite: {}", body_excerpt(&answer)),
             )
             .with_impact(HEALTH_IMPACT)
@@ -241,7 +244,7 @@ fn health_after(s: &mut Session, check: &mut Check) {
             Finding::error(
                 "health",
                 "http_status",
-                "GET /health",
+                format!("GET {}", Endpoint::Health),
                 format!("answered {}: {}", answer.status(), body_excerpt(&answer)),
             )
             .with_impact(HEALTH_IMPACT)
@@ -278,7 +281,7 @@ fn info_status_fix(status: StatusCode) -> &'static str {
 }
 
 fn info(s: &mut Session, check: &mut Check) {
-    let answer = match s.get("/v1/info") {
+    let answer = match s.get(Endpoint::Info.path()) {
         Ok(a) => a,
         Err(e) => {
             check.push(transport_finding(&e));
@@ -290,7 +293,7 @@ fn info(s: &mut Session, check: &mut Check) {
             Finding::error(
                 "info",
                 "http_status",
-                "GET /v1/info",
+                format!("GET {}", Endpoint::Info),
                 format!("answered {}: {}", answer.status(), body_excerpt(&answer)),
             )
             .with_impact(INFO_STATUS_IMPACT)
@@ -298,7 +301,7 @@ fn info(s: &mut Session, check: &mut Check) {
         );
         return;
     }
-    s.observe_content_type(&Method::GET, "/v1/info", &answer);
+    s.observe_content_type(&Method::GET, Endpoint::Info.path(), &answer);
     check.extend(lint::duplicate_keys("info", answer.body()));
     let info = match AgentInfo::from_slice(answer.body()) {
         Ok(info) => info,
@@ -358,7 +361,12 @@ fn unknown_path(s: &mut Session, check: &mut Check) {
 }
 
 fn wrong_method(s: &mut Session, check: &mut Check) {
-    for (method, path) in [(Method::GET, "/v1/responses"), (Method::POST, "/health")] {
+    let wrong = [
+        (Method::GET, Endpoint::Responses),
+        (Method::POST, Endpoint::Health),
+    ];
+    for (method, endpoint) in wrong {
+        let path = endpoint.path();
         let where_ = format!("{method} {path}");
         match s.call(RawRequest::new(method.clone(), path)) {
             Err(e) => check.push(transport_finding(&e)),

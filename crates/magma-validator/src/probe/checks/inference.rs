@@ -2,6 +2,7 @@
 
 use magma_client::RawRequest;
 use magma_client::http::Method;
+use magma_protocol::routes::Endpoint;
 use magma_protocol::{AgentInstruction, AgentRequest, AgentResponse, Json, Object, Outcome};
 
 use super::CheckDef;
@@ -96,13 +97,13 @@ fn empty_inputs(s: &mut Session, check: &mut Check) {
     let Ok(request) = AgentRequest::new(id, Vec::new()) else {
         return;
     };
-    match s.post_json("/v1/responses", request.to_json_string()) {
+    match s.post_json(Endpoint::Responses.path(), request.to_json_string()) {
         Err(e) => check.push(transport_finding(&e)),
         Ok(a) if !a.status().is_success() => check.push(
             Finding::error(
                 "http",
                 "http_status",
-                "POST /v1/responses",
+                format!("POST {}", Endpoint::Responses),
                 format!(
                     "answered {} to a request with no inputs: {}",
                     a.status(),
@@ -113,7 +114,7 @@ fn empty_inputs(s: &mut Session, check: &mut Check) {
             .with_fix("answer {\"inputs\": []} with 200 and []"),
         ),
         Ok(a) => {
-            s.observe_content_type(&Method::POST, "/v1/responses", &a);
+            s.observe_content_type(&Method::POST, Endpoint::Responses.path(), &a);
             let read = AgentResponse::check_candidate_count(a.body(), &request)
                 .map_err(|m| check.push(crate::check::mismatch_finding(&m)))
                 .and_then(|()| {
@@ -353,7 +354,7 @@ fn no_content_type(s: &mut Session, check: &mut Check) {
     let Ok(request) = AgentRequest::new(id, vec![requests::user(0, "Say hello.")]) else {
         return;
     };
-    match s.call(RawRequest::post("/v1/responses").body(request.to_json_string())) {
+    match s.call(RawRequest::post(Endpoint::Responses.path()).body(request.to_json_string())) {
         Err(e) => check.push(transport_finding(&e)),
         // `from_slice_for`: an answer with more candidates than asked is
         // refused before any is built.
@@ -366,7 +367,7 @@ fn no_content_type(s: &mut Session, check: &mut Check) {
                 Finding::warning(
                     "response",
                     "content_type_missing",
-                    "POST /v1/responses",
+                    format!("POST {}", Endpoint::Responses),
                     "answered 2xx to a request without Content-Type, but not with a \
                      valid matching response",
                 )
@@ -385,7 +386,7 @@ fn no_content_type(s: &mut Session, check: &mut Check) {
             Finding::warning(
                 "http",
                 "http_status",
-                "POST /v1/responses",
+                format!("POST {}", Endpoint::Responses),
                 format!(
                     "answered {} to a request without Content-Type: {}",
                     a.status(),

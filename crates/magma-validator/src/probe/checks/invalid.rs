@@ -12,6 +12,7 @@
 //! check warns.
 
 use magma_client::http::StatusCode;
+use magma_protocol::routes::Endpoint;
 
 use super::CheckDef;
 use crate::probe::requests;
@@ -70,7 +71,7 @@ fn invalid_request(s: &mut Session, check: &mut Check) {
         check.skip("skipped: no request defined for this check");
         return;
     };
-    let answer = match s.post_json("/v1/responses", body) {
+    let answer = match s.post_json(Endpoint::Responses.path(), body) {
         Ok(a) => a,
         Err(e) => {
             check.push(transport_finding(&e));
@@ -85,7 +86,7 @@ fn invalid_request(s: &mut Session, check: &mut Check) {
             Finding::warning(
                 "http",
                 "not_422",
-                "POST /v1/responses",
+                format!("POST {}", Endpoint::Responses),
                 format!(
                     "{what}: answered {status}, 4xx but not 422: {}",
                     body_excerpt(&answer)
@@ -99,7 +100,7 @@ fn invalid_request(s: &mut Session, check: &mut Check) {
             Finding::error(
                 "http",
                 "accepted_invalid_request",
-                "POST /v1/responses",
+                format!("POST {}", Endpoint::Responses),
                 format!("{what}: answered {status}: {}", body_excerpt(&answer)),
             )
             .with_impact(INVALID_2XX_IMPACT)
@@ -128,7 +129,7 @@ fn invalid_request(s: &mut Session, check: &mut Check) {
             Finding::error(
                 "http",
                 "server_error_on_invalid_request",
-                "POST /v1/responses",
+                format!("POST {}", Endpoint::Responses),
                 format!("{what}: answered {status}: {}", body_excerpt(&answer)),
             )
             .with_impact(impact)
