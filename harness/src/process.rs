@@ -120,6 +120,11 @@ pub fn target_dir(root: &Path) -> PathBuf {
 /// Builds the `magma-server` binary (debug or `release`, with or without the
 /// `tls` feature) and returns its path.
 pub fn build_magma_server(root: &Path, release: bool, tls: bool) -> Result<PathBuf> {
+    build_magma_server_with(root, release, if tls { &["tls"] } else { &[] })
+}
+
+/// [`build_magma_server`] with these features on top of the default ones.
+pub fn build_magma_server_with(root: &Path, release: bool, features: &[&str]) -> Result<PathBuf> {
     let mut cmd = cargo();
     cmd.current_dir(root).args([
         "build",
@@ -132,13 +137,17 @@ pub fn build_magma_server(root: &Path, release: bool, tls: bool) -> Result<PathB
     if release {
         cmd.arg("--release");
     }
-    if tls {
-        cmd.args(["--features", "tls"]);
+    if !features.is_empty() {
+        cmd.args(["--features", &features.join(",")]);
     }
     let what = format!(
         "building magma-server ({}{})",
         if release { "release" } else { "debug" },
-        if tls { ", feature tls" } else { "" }
+        match features {
+            [] => String::new(),
+            [one] => format!(", feature {one}"),
+            many => format!(", features {}", many.join(", ")),
+        }
     );
     eprintln!("xtask: {what}");
     run_inherited(&what, &mut cmd)?;

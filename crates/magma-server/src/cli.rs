@@ -56,7 +56,8 @@ Request and response bodies, and so agent memory, are never logged at the defaul
 
 Exit status: 0 after a shutdown on SIGINT or SIGTERM (130 when a second signal cut the drain
 short); 1 if the server could not start
-(address in use or not local, unreadable or mismatched TLS files); 2 for invalid flags or
+(address in use or not local, unreadable or mismatched TLS files, --coaching-store not
+reachable); 2 for invalid flags or
 environment variables (a malformed value or address, flags that do not go together).";
 
 /// The server's flags, shared by `magma-server` and by agent programs.
@@ -90,6 +91,23 @@ pub struct ServerArgs {
     /// Seconds a coaching session may go without a request before it is closed as if deleted (a crashed run never sends DELETE); 0: never
     #[arg(env = "MAGMA_SERVER_COACHING_SESSION_IDLE_SECS", long, value_name = "SECS", default_value_t = Config::DEFAULT_COACHING_SESSION_IDLE_TIMEOUT.as_secs())]
     pub coaching_session_idle_secs: u64,
+
+    /// Share coaching sessions with every replica through Redis: redis://USER:PASSWORD@HOST:PORT/DB
+    /// (all but the host optional), or rediss:// for TLS (requires the `redis` feature); the
+    /// password may come from MAGMA_SERVER_COACHING_STORE_PASSWORD instead; unreachable at
+    /// start-up, the server does not start [default: this process's memory]
+    #[arg(env = "MAGMA_SERVER_COACHING_STORE", long, value_name = "URL", hide_env_values = true,
+          value_parser = coaching_store_url)]
+    pub coaching_store: Option<CoachingStoreUrl>,
+
+    /// rediss:// --coaching-store: trust the CA certificates of this PEM file instead of the web roots
+    #[arg(
+        env = "MAGMA_SERVER_COACHING_STORE_CACERT",
+        long,
+        value_name = "PEM",
+        requires = "coaching_store"
+    )]
+    pub coaching_store_cacert: Option<PathBuf>,
 
     /// Seconds a connection has to send a complete request head (also the idle keep-alive timeout)
     #[arg(env = "MAGMA_SERVER_HEADER_TIMEOUT_SECS", long, value_name = "SECS", default_value_t = Config::DEFAULT_HEADER_TIMEOUT.as_secs(),
@@ -195,6 +213,34 @@ pub struct ServerArgs {
           default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
 }
+
+/// The value of `--coaching-store`: a Redis URL, which may hold a password,
+/// so its `Debug` form shows only the scheme.
+#[derive(Clone, PartialEq, Eq)]
+pub struct CoachingStoreUrl(String);
+
+impl CoachingStoreUrl {
+    /// The URL as given.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for CoachingStoreUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let scheme = self.0.split_once("://").map_or("?", |(s, _)| s);
+        write!(f, "CoachingStoreUrl({scheme}://<hidden>)")
+    }
+}
+
+/// Any text: the URL is read when the server starts, so that a refused
+/// value is never echoed (clap would print it, password and all).
+fn coaching_store_url(s: &str) -> Result<CoachingStoreUrl, String> {
+    Ok(CoachingStoreUrl(s.to_owned()))
+}
+
+/// The variable that may hold the password of `--coaching-store`.
+pub const COACHING_STORE_PASSWORD_ENV: &str = "MAGMA_SERVER_COACHING_STORE_PASSWORD";
 
 /// How [`run`] writes its logs (`--log-format`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -319,6 +365,23 @@ pub enum CliError {
         "--metrics needs a build with the `metrics` feature; rebuild with `--features metrics`"
     )]
     MetricsUnavailable,
+    /// `--coaching-store` in a build without the `redis` feature.
+    #[error(
+        "--coaching-store needs a build with the `redis` feature; rebuild with `--features redis` \
+         (or leave it out: one replica keeps its sessions in memory)"
+    )]
+    RedisUnavailable,
+    /// `--coaching-store` is not a Redis URL, or its password is given twice.
+    #[error("--coaching-store: {0}")]
+    CoachingStoreUrl(String),
+    /// The coaching session store could not be reached or used at start-up.
+    #[error("--coaching-store {target}: {message}")]
+    CoachingStore {
+        /// The store, without credentials.
+        target: String,
+        /// What went wrong, and what to do.
+        message: String,
+    },
     /// `--tls-client-ca` without a certificate to serve.
     #[error("--tls-client-ca needs --tls-cert/--tls-key or --tls-self-signed")]
     ClientCaWithoutTls,
@@ -351,7 +414,10 @@ impl CliError {
         match self {
             CliError::TlsUnavailable
             | CliError::ClientCaWithoutTls
-            | CliError::MetricsUnavailable => 2,
+            | CliError::MetricsUnavailable
+            | CliError::RedisUnavailable
+            | CliError::CoachingStoreUrl(_) => 2,
+            CliError::CoachingStore { .. } => 1,
             #[cfg(feature = "tls")]
             CliError::Tls { .. } => 1,
             CliError::Listen { .. } => 1,
@@ -380,6 +446,30 @@ fn listen_hint(e: &crate::Error) -> &'static str {
     }
 }
 
+/// Whether a Redis URL carries a password (`user:password@` or `:password@`).
+#[cfg(feature = "redis")]
+fn url_has_password(url: &str) -> bool {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    authority
+        .rsplit_once('@')
+        .is_some_and(|(userinfo, _)| userinfo.contains(':'))
+}
+
+/// A Redis URL without its user and password, for messages.
+#[cfg(feature = "redis")]
+fn url_without_credentials(url: &str) -> String {
+    match url.split_once("://") {
+        Some((scheme, rest)) => {
+            let cut = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+            let (authority, path) = rest.split_at(cut);
+            let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+            format!("{scheme}://{host}{path}")
+        }
+        None => "(not a URL)".to_owned(),
+    }
+}
+
 /// `e` and its sources, joined by `: `.
 fn chain(e: &dyn std::error::Error) -> String {
     let mut s = e.to_string();
@@ -394,6 +484,8 @@ fn chain(e: &dyn std::error::Error) -> String {
 
 impl ServerArgs {
     /// The [`Config`] these flags describe; loads or generates TLS material.
+    /// It has no coaching store yet: [`server`](ServerArgs::server)
+    /// connects to `--coaching-store`.
     pub fn config(&self) -> Result<Config, CliError> {
         let secs = Duration::from_secs;
         let mut config = Config {
@@ -435,6 +527,9 @@ impl ServerArgs {
             #[cfg(not(feature = "metrics"))]
             return Err(CliError::MetricsUnavailable);
         }
+        if self.coaching_store.is_some() && !cfg!(feature = "redis") {
+            return Err(CliError::RedisUnavailable);
+        }
         let wants_tls = self.tls_cert.is_some() || self.tls_self_signed.is_some();
         if self.tls_client_ca.is_some() && !wants_tls {
             return Err(CliError::ClientCaWithoutTls);
@@ -443,6 +538,56 @@ impl ServerArgs {
             self.add_tls(&mut config)?;
         }
         Ok(config)
+    }
+
+    /// Connects to `--coaching-store` (the password from the URL or from
+    /// `password`, the variable's value).
+    #[cfg(feature = "redis")]
+    async fn coaching_store(
+        &self,
+        url: &CoachingStoreUrl,
+        password: Option<String>,
+    ) -> Result<crate::RedisStore, CliError> {
+        use crate::RedisStoreError;
+        let mut builder = crate::RedisStore::builder(url.as_str())
+            .map_err(|e| CliError::CoachingStoreUrl(e.to_string()))?;
+        if let Some(password) = password.filter(|p| !p.is_empty()) {
+            if url_has_password(url.as_str()) {
+                return Err(CliError::CoachingStoreUrl(format!(
+                    "the URL has a password and {COACHING_STORE_PASSWORD_ENV} is set too; give \
+                     it once"
+                )));
+            }
+            builder = builder.password(password);
+        }
+        if let Some(ca) = &self.coaching_store_cacert {
+            builder = builder.ca_file(ca);
+        }
+        let store = builder.connect().await.map_err(|e| match e {
+            RedisStoreError::Connect { target, reason } => CliError::CoachingStore {
+                target,
+                message: format!(
+                    "cannot reach the coaching session store: {reason}; start Redis there, or \
+                     fix the URL (and its password, or {COACHING_STORE_PASSWORD_ENV})"
+                ),
+            },
+            RedisStoreError::Version { target, version } => CliError::CoachingStore {
+                target,
+                message: format!(
+                    "Redis {version} is too old; coaching sessions need Redis 5 or newer"
+                ),
+            },
+            RedisStoreError::Tls(e) => CliError::CoachingStore {
+                target: url_without_credentials(url.as_str()),
+                message: format!("--coaching-store-cacert: {e}"),
+            },
+            other => CliError::CoachingStoreUrl(other.to_string()),
+        })?;
+        tracing::info!(
+            store = store.target(),
+            "coaching sessions are kept in Redis, shared with every replica that uses it"
+        );
+        Ok(store)
     }
 
     #[cfg(not(feature = "tls"))]
@@ -692,6 +837,7 @@ pub fn version_string(version: &str) -> String {
         ("tls", cfg!(feature = "tls")),
         ("metrics", cfg!(feature = "metrics")),
         ("mimalloc", cfg!(feature = "mimalloc")),
+        ("redis", cfg!(feature = "redis")),
     ]
     .iter()
     .filter(|(_, on)| *on)
@@ -771,10 +917,18 @@ fn serve_program<A: Agent>(
 }
 
 impl ServerArgs {
-    /// The configured server, listening on `--listen`. Must be called
-    /// within a Tokio runtime.
+    /// The configured server, listening on `--listen`, with its coaching
+    /// store connected. Must be called within a Tokio runtime.
     pub async fn server(&self) -> Result<Server, CliError> {
-        let config = self.config()?;
+        #[allow(unused_mut, reason = "the store is set with the `redis` feature")]
+        let mut config = self.config()?;
+        #[cfg(feature = "redis")]
+        if let Some(url) = &self.coaching_store {
+            config.coaching_store = Some(
+                self.coaching_store(url, std::env::var(COACHING_STORE_PASSWORD_ENV).ok())
+                    .await?,
+            );
+        }
         Server::bind(&self.listen, config)
             .await
             .map_err(|source| CliError::Listen {
@@ -1057,6 +1211,48 @@ mod tests {
             .unwrap()
             .server;
         assert!(matches!(args.config(), Err(CliError::ClientCaWithoutTls)));
+    }
+
+    #[test]
+    fn the_store_urls_password_is_never_in_debug_output() {
+        let args = DefaultCli::try_parse_from(["x", "--coaching-store", "redis://:hunter2@h:1/0"])
+            .unwrap()
+            .server;
+        let shown = format!("{args:?}");
+        assert!(
+            !shown.contains("hunter2") && shown.contains("redis://<hidden>"),
+            "{shown}"
+        );
+        assert_eq!(
+            args.coaching_store.as_ref().map(CoachingStoreUrl::as_str),
+            Some("redis://:hunter2@h:1/0")
+        );
+    }
+
+    #[cfg(feature = "redis")]
+    #[test]
+    fn store_urls_are_shown_without_credentials() {
+        assert!(url_has_password("redis://:pw@h"));
+        assert!(url_has_password("rediss://user:pw@h:1/2"));
+        assert!(!url_has_password("redis://user@h"));
+        assert!(!url_has_password("redis://h:1/0"));
+        assert_eq!(
+            url_without_credentials("rediss://u:pw@h:1/2"),
+            "rediss://h:1/2"
+        );
+        assert_eq!(url_without_credentials("nonsense:pw"), "(not a URL)");
+    }
+
+    #[cfg(not(feature = "redis"))]
+    #[test]
+    fn a_coaching_store_without_the_feature_says_how_to_get_it() {
+        let args = DefaultCli::try_parse_from(["x", "--coaching-store", "redis://h"])
+            .unwrap()
+            .server;
+        let e = args.config().unwrap_err();
+        assert!(matches!(e, CliError::RedisUnavailable));
+        assert!(e.to_string().contains("--features redis"), "{e}");
+        assert_eq!(e.exit_code(), 2);
     }
 
     #[cfg(not(feature = "tls"))]

@@ -20,6 +20,10 @@ use std::time::{Duration, Instant};
 use magma_protocol::coaching::{CoachingKind, CoachingLog, CoachingSessionConfig};
 use tokio::sync::Notify;
 
+#[cfg(feature = "redis")]
+pub(crate) mod redis_sessions;
+pub(crate) mod store;
+
 /// The error type a coach returns: any error; its text becomes the
 /// `reason` of a `status: "error"` response (or the server log, for a
 /// refused session).
@@ -109,6 +113,12 @@ pub(crate) enum OpenError {
         /// The budget (`max_coaching_session_bytes`).
         budget: u64,
     },
+    /// The shared store cannot be reached: `503`.
+    #[cfg_attr(
+        not(feature = "redis"),
+        allow(dead_code, reason = "the in-process store is always reachable")
+    )]
+    Unavailable(store::Unavailable),
 }
 
 /// One open session.
@@ -147,7 +157,7 @@ pub(crate) struct Expired {
 /// What a session counts against the byte budget: its configuration's
 /// compact JSON (what the server keeps of it) and its run id, twice (the
 /// map's key and the shared id).
-fn session_bytes(run_id: &str, config_text: &str) -> u64 {
+pub(crate) fn session_bytes(run_id: &str, config_text: &str) -> u64 {
     (config_text.len() + 2 * run_id.len()) as u64
 }
 
@@ -155,7 +165,7 @@ fn session_bytes(run_id: &str, config_text: &str) -> u64 {
 /// keeps. It always reads back (the text is the server's own writing of a
 /// valid configuration, and configurations round-trip exactly); if it ever
 /// did not, the session is treated as unknown and the fault logged.
-fn reread(run_id: &str, text: &str) -> Option<Arc<CoachingSessionConfig>> {
+pub(crate) fn reread(run_id: &str, text: &str) -> Option<Arc<CoachingSessionConfig>> {
     match CoachingSessionConfig::from_slice(text.as_bytes()) {
         Ok(config) => Some(Arc::new(config)),
         Err(e) => {

@@ -17,7 +17,8 @@ use magma_protocol::coaching::{
 use crate::access::{Ids, truncate};
 use crate::agent::Agent;
 use crate::body::{BoxError, json_body};
-use crate::coaching::{CoachingContext, OpenError};
+use crate::coaching::store::{HoldError, SessionAgent, Unavailable};
+use crate::coaching::{CoachError, CoachingContext, OpenError};
 use crate::context::RequestContext;
 use crate::limits::{self, within};
 use crate::reply::{Reply, bytes_response, detail, internal_error, invalid, over_budget};
@@ -62,16 +63,66 @@ pub(crate) fn run_id(segment: &str) -> Option<String> {
     magma_protocol::routes::decode_run_id(segment)
 }
 
-/// Closes the sessions idle for the idle timeout, as a `DELETE` would: the
-/// agent releases each; each is logged and counted. Run before every
-/// coaching route and every few seconds by the server.
-pub(crate) async fn expire_idle<A: Agent>(shared: &Shared<A>) {
-    let expired = shared.sessions.take_expired(std::time::Instant::now());
-    if expired.is_empty() {
-        return;
+/// The agent as the session store reaches it: panics caught, and nothing
+/// asked of an agent without a coach (magma-core keeps a session without a
+/// worker: `POST` then answers 503).
+struct StoreAgent<'a, A> {
+    agent: &'a A,
+    coach: bool,
+}
+
+impl<'a, A: Agent> StoreAgent<'a, A> {
+    fn of(shared: &'a Shared<A>) -> Self {
+        StoreAgent {
+            agent: &shared.agent,
+            coach: !shared.agent.coaching_kinds().is_empty(),
+        }
     }
-    let coach = !shared.agent.coaching_kinds().is_empty();
-    for e in expired {
+}
+
+impl<A: Agent> SessionAgent for StoreAgent<'_, A> {
+    async fn open(
+        &self,
+        run_id: Arc<str>,
+        config: Arc<CoachingSessionConfig>,
+    ) -> Result<(), CoachError> {
+        if !self.coach {
+            return Ok(());
+        }
+        let open = self.agent.open_coaching_session(&run_id, &config);
+        match CatchUnwind::new(open).await {
+            Ok(result) => result,
+            Err(payload) => Err(format!(
+                "the agent panicked opening the session: {}",
+                panic_message(&*payload)
+            )
+            .into()),
+        }
+    }
+
+    async fn close(&self, run_id: Arc<str>, config: Arc<CoachingSessionConfig>) {
+        if !self.coach {
+            return;
+        }
+        let closed = self.agent.close_coaching_session(&run_id, &config);
+        if let Err(payload) = CatchUnwind::new(closed).await {
+            tracing::error!(
+                run_id = %run_id,
+                panic = panic_message(&*payload),
+                "the agent panicked closing a coaching session; it is removed"
+            );
+        }
+    }
+}
+
+/// Closes the sessions idle for the idle timeout, as a `DELETE` would: the
+/// agent releases each; each is logged and counted. With the shared store,
+/// also gives the agent back its state of sessions closed on other
+/// replicas. Run before every coaching route and every few seconds by the
+/// server.
+pub(crate) async fn expire_idle<A: Agent>(shared: &Shared<A>) {
+    let swept = shared.sessions.sweep(std::time::Instant::now()).await;
+    for e in &swept.expired {
         tracing::warn!(
             run_id = %e.run_id,
             idle_secs = e.idle.as_secs(),
@@ -82,17 +133,21 @@ pub(crate) async fn expire_idle<A: Agent>(shared: &Shared<A>) {
         if let Some(m) = &shared.metrics {
             m.coaching_session_expired();
         }
-        if coach {
-            let closed = shared.agent.close_coaching_session(&e.run_id, &e.config);
-            if let Err(payload) = CatchUnwind::new(closed).await {
-                tracing::error!(
-                    run_id = %e.run_id,
-                    panic = panic_message(&*payload),
-                    "the agent panicked closing an idle coaching session; it is removed"
-                );
-            }
-        }
     }
+    let agent = StoreAgent::of(shared);
+    for (run_id, config) in swept.release {
+        agent.close(run_id, config).await;
+    }
+}
+
+/// The `503` of a coaching route while the shared store cannot be reached.
+fn store_unavailable(why: &Unavailable) -> Reply {
+    let msg = format!(
+        "Service Unavailable: the coaching session store (--coaching-store) cannot be reached \
+         ({}); coaching answers 503 until it is back, inference is unaffected; retry",
+        why.0
+    );
+    Reply::new(detail(StatusCode::SERVICE_UNAVAILABLE, &msg))
 }
 
 /// The run id of a session route's `segment`, after closing the idle
@@ -110,24 +165,10 @@ pub(crate) async fn close_session<A: Agent>(shared: &Shared<A>, segment: &str) -
         Ok(run_id) => run_id,
         Err(reply) => return reply,
     };
-    let coach = !shared.agent.coaching_kinds().is_empty();
-    shared
-        .sessions
-        .close(&run_id, |id, config| async move {
-            if !coach {
-                return;
-            }
-            let closed = shared.agent.close_coaching_session(&id, &config);
-            if let Err(payload) = CatchUnwind::new(closed).await {
-                tracing::error!(
-                    run_id = %id,
-                    panic = panic_message(&*payload),
-                    "the agent panicked closing a coaching session; it is removed"
-                );
-            }
-        })
-        .await;
-    Reply::new(no_content())
+    match shared.sessions.close(&run_id, &StoreAgent::of(shared)).await {
+        Ok(()) => Reply::new(no_content()),
+        Err(why) => store_unavailable(&why),
+    }
 }
 
 /// `PUT /v1/coaching/sessions/{segment}` with a `CoachingSessionConfig`.
@@ -141,7 +182,7 @@ where
         Ok(run_id) => run_id,
         Err(reply) => return reply,
     };
-    let coach = !shared.agent.coaching_kinds().is_empty();
+    let agent = StoreAgent::of(shared);
     // The share of the body budget is held until the request is answered.
     let (bytes, share) = match json_body(shared, req).await {
         Ok(read) => read,
@@ -155,27 +196,10 @@ where
             return invalid(e, share, &shared.body_budget).await;
         }
     };
-    let opened = shared
-        .sessions
-        .open(&run_id, config, |id, config| async move {
-            if !coach {
-                // magma-core keeps a session without a worker: `POST` then
-                // answers 503.
-                return Ok(());
-            }
-            let open = shared.agent.open_coaching_session(&id, &config);
-            match CatchUnwind::new(open).await {
-                Ok(result) => result,
-                Err(payload) => Err(format!(
-                    "the agent panicked opening the session: {}",
-                    panic_message(&*payload)
-                )
-                .into()),
-            }
-        })
-        .await;
+    let opened = shared.sessions.open(&run_id, config, &agent).await;
     match opened {
         Ok(()) => Reply::new(no_content()),
+        Err(OpenError::Unavailable(why)) => store_unavailable(&why),
         Err(OpenError::Conflict) => Reply::new(detail(StatusCode::CONFLICT, CONFLICT)),
         Err(OpenError::OverBudget {
             needed,
@@ -234,8 +258,30 @@ where
     let id = truncate(request.request_id().to_owned());
     ids.set_body(&id);
     expire_idle(shared).await;
-    let Some(held) = shared.sessions.hold(request.run_id()) else {
-        return Reply::new(detail(StatusCode::NOT_FOUND, UNKNOWN));
+    let held = match shared
+        .sessions
+        .hold(request.run_id(), &StoreAgent::of(shared))
+        .await
+    {
+        Ok(Some(held)) => held,
+        Ok(None) => return Reply::new(detail(StatusCode::NOT_FOUND, UNKNOWN)),
+        Err(HoldError::Unavailable(why)) => return store_unavailable(&why),
+        Err(HoldError::Refused(e)) => {
+            tracing::warn!(run_id = %request.run_id(), error = %e, "the agent refused to prepare a stored coaching session; answered 503");
+            return Reply::new(detail(StatusCode::SERVICE_UNAVAILABLE, REFUSED));
+        }
+        Err(HoldError::OverBudget {
+            needed,
+            held,
+            budget,
+        }) => {
+            let msg = format!(
+                "Service Unavailable: this session's configuration takes {needed} bytes and the \
+                 sessions in use on this replica hold {held} of their {budget}-byte budget \
+                 (--max-coaching-session-bytes); retry"
+            );
+            return Reply::new(detail(StatusCode::SERVICE_UNAVAILABLE, &msg));
+        }
     };
     let kinds = shared.agent.coaching_kinds();
     if kinds.is_empty() {
@@ -247,11 +293,7 @@ where
         ));
     }
     let kind = request.kind();
-    let context = CoachingContext::new(
-        Arc::clone(&held.session_run_id),
-        Arc::clone(&held.config),
-        kind,
-    );
+    let context = CoachingContext::new(Arc::clone(held.run_id()), Arc::clone(held.config()), kind);
     let answer = if kinds.contains(&kind) {
         coach(shared, &request, &context, ids, id).await
     } else {

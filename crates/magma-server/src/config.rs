@@ -88,6 +88,16 @@ pub struct Config {
     /// for the life of the process. A session with a request in flight is
     /// never idle.
     pub coaching_session_idle_timeout: Option<Duration>,
+    /// Where coaching sessions live (default: `None`, this process's
+    /// memory). With a [`RedisStore`](crate::RedisStore), every replica
+    /// configured with the same store answers every coaching route: a
+    /// session opened on one is found, and closed, on all. The limits above
+    /// then count the sessions of the whole store (give every replica the
+    /// same ones), and each replica keeps its agent's state of the sessions
+    /// it served within the same byte budget.
+    #[cfg(feature = "redis")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+    pub coaching_store: Option<crate::RedisStore>,
     /// Time allowed for an inference, including the wait for a slot
     /// (default: none). When it runs out the agent's work is dropped and the
     /// client gets `504` with a JSON `detail`.
@@ -245,6 +255,8 @@ impl Default for Config {
             max_coaching_sessions: Config::DEFAULT_MAX_COACHING_SESSIONS,
             max_coaching_session_bytes: Config::DEFAULT_MAX_COACHING_SESSION_BYTES,
             coaching_session_idle_timeout: Some(Config::DEFAULT_COACHING_SESSION_IDLE_TIMEOUT),
+            #[cfg(feature = "redis")]
+            coaching_store: None,
             inference_timeout: None,
             shutdown_grace: Config::DEFAULT_SHUTDOWN_GRACE,
             path_prefix: None,

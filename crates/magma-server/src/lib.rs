@@ -26,6 +26,8 @@ mod get_routes;
 mod handler;
 mod inference;
 mod limits;
+#[cfg(feature = "redis")]
+mod redis_store;
 mod reply;
 mod routes;
 mod server;
@@ -51,6 +53,9 @@ pub use context::RequestContext;
 pub use error::Error;
 pub use export::Exporter;
 pub use forwarded::{TrustedProxy, TrustedProxyError};
+#[cfg(feature = "redis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+pub use redis_store::{RedisStore, RedisStoreBuilder, RedisStoreError};
 pub use server::Server;
 pub use service::MagmaService;
 #[cfg(feature = "metrics")]

@@ -9,7 +9,7 @@ use magma_protocol::json;
 use tokio::sync::Semaphore;
 
 use crate::candidate_errors::ErrorCandidateLog;
-use crate::coaching::Sessions;
+use crate::coaching::store::Store;
 use crate::config::Config;
 use crate::forwarded::TrustedProxy;
 use crate::limits;
@@ -27,7 +27,7 @@ pub(crate) struct Shared<A> {
     pub(crate) inference_timeout: Option<Duration>,
     pub(crate) inferences: Semaphore,
     /// The open coaching sessions.
-    pub(crate) sessions: Sessions,
+    pub(crate) sessions: Store,
     /// The request-body bytes all connections may hold at once.
     pub(crate) body_budget: limits::BodyBudget,
     pub(crate) trusted_proxies: Vec<TrustedProxy>,
@@ -94,11 +94,7 @@ impl<A> Shared<A> {
             max_response_bytes: config.max_response_bytes,
             inference_timeout: config.inference_timeout,
             inferences: Semaphore::new(config.max_concurrent_inferences),
-            sessions: Sessions::new(
-                config.max_coaching_sessions,
-                config.max_coaching_session_bytes,
-                config.coaching_session_idle_timeout,
-            ),
+            sessions: Store::new(config),
             body_budget: limits::BodyBudget::new(config.max_total_body_bytes),
             trusted_proxies: config.trusted_proxies.clone(),
             error_candidates: ErrorCandidateLog::default(),

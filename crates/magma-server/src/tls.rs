@@ -100,7 +100,7 @@ fn read(path: &Path) -> Result<Vec<u8>, TlsError> {
     })
 }
 
-fn certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+pub(crate) fn certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
     let pem = read(path)?;
     let certs = CertificateDer::pem_slice_iter(&pem)
         .collect::<Result<Vec<_>, _>>()

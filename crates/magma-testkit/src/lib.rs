@@ -10,6 +10,7 @@
 //! - [`http1`]: raw HTTP/1 exchanges on a TCP stream;
 //! - [`process`]: a child-process guard and `/proc` readers (RSS);
 //! - [`fixtures`]: the BENCH-like bodies and the deviation list;
+//! - [`redis`]: a real `redis-server` on loopback, stopped and restarted at will;
 //! - [`Rng`]: a deterministic generator for load and garbage;
 //! - [`code_map`]: `docs/architecture.md`'s code maps and checklists against
 //!   the tree.
@@ -23,6 +24,7 @@ pub mod fixtures;
 pub mod http1;
 pub mod pki;
 pub mod process;
+pub mod redis;
 mod rng;
 pub mod source;
 pub mod stub;

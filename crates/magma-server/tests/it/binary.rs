@@ -117,6 +117,8 @@ fn help_documents_every_flag() {
         "--max-coaching-sessions",
         "--max-coaching-session-bytes",
         "--coaching-session-idle-secs",
+        "--coaching-store",
+        "--coaching-store-cacert",
         "--inference-timeout-secs",
         "--shutdown-grace-secs",
         "--path-prefix",
@@ -169,7 +171,9 @@ fn help_documents_every_flag() {
             "--trusted-proxy" => "TRUSTED_PROXIES".to_owned(),
             f => f.trim_start_matches('-').replace('-', "_").to_uppercase(),
         };
-        let env = format!("[env: MAGMA_SERVER_{name}=]");
+        // The store's URL may hold a password: its value is never shown.
+        let shown = if *flag == "--coaching-store" { "" } else { "=" };
+        let env = format!("[env: MAGMA_SERVER_{name}{shown}]");
         assert!(help.contains(&env), "{env} missing from --help");
     }
 }

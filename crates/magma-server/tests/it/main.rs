@@ -21,6 +21,8 @@ mod tidy;
 mod attack;
 #[cfg(feature = "cli")]
 mod binary;
+#[cfg(all(feature = "redis", feature = "cli"))]
+mod coaching_store;
 #[cfg(feature = "metrics")]
 mod metrics;
 #[cfg(feature = "cli")]
