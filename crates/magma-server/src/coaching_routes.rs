@@ -165,7 +165,11 @@ pub(crate) async fn close_session<A: Agent>(shared: &Shared<A>, segment: &str) -
         Ok(run_id) => run_id,
         Err(reply) => return reply,
     };
-    match shared.sessions.close(&run_id, &StoreAgent::of(shared)).await {
+    match shared
+        .sessions
+        .close(&run_id, &StoreAgent::of(shared))
+        .await
+    {
         Ok(()) => Reply::new(no_content()),
         Err(why) => store_unavailable(&why),
     }

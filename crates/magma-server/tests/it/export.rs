@@ -2,7 +2,9 @@
 //! lines with misbehaving exporters, the demo exporter, and the
 //! `magma-server export` subcommand as a child process.
 
+#[cfg(feature = "cli")]
 use std::io::Write;
+#[cfg(feature = "cli")]
 use std::process::{Command, Stdio};
 
 use magma_server::Exporter;
