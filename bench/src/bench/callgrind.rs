@@ -175,8 +175,8 @@ impl Profile {
         }
     }
 
-    /// The functions whose names contain one of `patterns`; a pattern
-    /// ending in `$` must end the name.
+    /// The functions whose names contain one of `patterns` (see
+    /// [`name_matches`]).
     pub(crate) fn matching(&self, patterns: &[&str]) -> Set {
         Set(self
             .names
@@ -255,9 +255,12 @@ impl Profile {
     }
 
     /// The calls out of `set` into functions outside `every` that lead
-    /// back into `every` (through anything): where [`Profile::cost`] would
-    /// count instructions twice. As (caller, callee) names.
-    pub(crate) fn leaks(&self, set: &Set, every: &Set) -> Vec<(String, String)> {
+    /// back into `every` (through anything): where [`Profile::cost`] may
+    /// count instructions twice. As (caller, callee, instructions of those
+    /// calls). Functions are known by name, so two functions of one name
+    /// (instances of a generic) count as one here, and some of these ways
+    /// back are only apparent.
+    pub(crate) fn leaks(&self, set: &Set, every: &Set) -> Vec<(String, String, u64)> {
         // Which functions reach `every`, found backwards from it.
         let mut callers: Vec<Vec<usize>> = vec![Vec::new(); self.names.len()];
         for (f, e) in self.edges.iter().enumerate() {
@@ -279,9 +282,9 @@ impl Profile {
         }
         let mut out = Vec::new();
         for f in (0..self.names.len()).filter(|&f| set.contains(f)) {
-            for &g in self.edges[f].keys() {
+            for (&g, &(_, cost)) in &self.edges[f] {
                 if !every.contains(g) && reaches[g] {
-                    out.push((self.names[f].clone(), self.names[g].clone()));
+                    out.push((self.names[f].clone(), self.names[g].clone(), cost));
                 }
             }
         }
@@ -296,10 +299,22 @@ impl Profile {
     }
 }
 
+/// `pattern` is a fragment of `name`; `^` anchors it at the start, `$` at
+/// the end.
 fn name_matches(name: &str, pattern: &str) -> bool {
-    match pattern.strip_suffix('$') {
-        Some(end) => name.ends_with(end),
-        None => name.contains(pattern),
+    let (start, pattern) = match pattern.strip_prefix('^') {
+        Some(p) => (true, p),
+        None => (false, pattern),
+    };
+    let (end, pattern) = match pattern.strip_suffix('$') {
+        Some(p) => (true, p),
+        None => (false, pattern),
+    };
+    match (start, end) {
+        (true, true) => name == pattern,
+        (true, false) => name.starts_with(pattern),
+        (false, true) => name.ends_with(pattern),
+        (false, false) => name.contains(pattern),
     }
 }
 
@@ -389,6 +404,8 @@ calls=1 20
         // `$` anchors the end; a plain pattern is a substring.
         assert_eq!(p.cost(&p.matching(&["other$"]), &every).instructions, 0);
         assert_eq!(p.cost(&p.matching(&["other"]), &every).instructions, 300);
+        assert_eq!(p.cost(&p.matching(&["^other_fn$"]), &every).instructions, 300);
+        assert_eq!(p.cost(&p.matching(&["^ther_fn"]), &every).instructions, 0);
         assert_eq!(p.members(&stage, &every), vec![("stage", 500)]);
     }
 
@@ -401,7 +418,7 @@ calls=1 20
         // main -> poll -> stage: main's cost would count stage twice.
         assert_eq!(
             p.leaks(&main, &every),
-            vec![("main".to_owned(), "poll".to_owned())]
+            vec![("main".to_owned(), "poll".to_owned(), 70)]
         );
         assert!(p.leaks(&stage, &every).is_empty());
     }
