@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http::{Method, Request, Response, StatusCode};
+use http::{Request, Response, StatusCode};
 use http_body_util::Full;
 use hyper::body::Body;
 use magma_protocol::AgentInfo;
@@ -14,14 +14,14 @@ use magma_protocol::coaching::{
     SpecializedCoachingResponse,
 };
 
+use crate::access::{Ids, truncate};
 use crate::agent::Agent;
+use crate::body::{BoxError, json_body};
 use crate::coaching::{CoachingContext, OpenError};
 use crate::context::RequestContext;
-use crate::handler::{
-    BoxError, Ids, Reply, Shared, bytes_response, detail, internal_error, invalid, json_body,
-    over_budget, truncate, within,
-};
-use crate::limits;
+use crate::limits::{self, within};
+use crate::reply::{Reply, bytes_response, detail, internal_error, invalid, over_budget};
+use crate::state::Shared;
 use crate::unwind::{CatchUnwind, panic_message};
 
 /// The `detail` of a `409`, as magma-core words it.
@@ -95,37 +95,53 @@ pub(crate) async fn expire_idle<A: Agent>(shared: &Shared<A>) {
     }
 }
 
-/// `PUT` or `DELETE /v1/coaching/sessions/{segment}`.
-pub(crate) async fn session<A, B>(shared: &Shared<A>, req: Request<B>, segment: &str) -> Reply
+/// The run id of a session route's `segment`, after closing the idle
+/// sessions (every session route does both first); `Err` is the `404` of a
+/// run id that is not UTF-8.
+async fn session_run_id<A: Agent>(shared: &Shared<A>, segment: &str) -> Result<String, Reply> {
+    expire_idle(shared).await;
+    run_id(segment).ok_or_else(|| Reply::new(detail(StatusCode::NOT_FOUND, "Not Found")))
+}
+
+/// `DELETE /v1/coaching/sessions/{segment}`: `204` once the session's
+/// requests in flight have finished and the agent has released it.
+pub(crate) async fn close_session<A: Agent>(shared: &Shared<A>, segment: &str) -> Reply {
+    let run_id = match session_run_id(shared, segment).await {
+        Ok(run_id) => run_id,
+        Err(reply) => return reply,
+    };
+    let coach = !shared.agent.coaching_kinds().is_empty();
+    shared
+        .sessions
+        .close(&run_id, |id, config| async move {
+            if !coach {
+                return;
+            }
+            let closed = shared.agent.close_coaching_session(&id, &config);
+            if let Err(payload) = CatchUnwind::new(closed).await {
+                tracing::error!(
+                    run_id = %id,
+                    panic = panic_message(&*payload),
+                    "the agent panicked closing a coaching session; it is removed"
+                );
+            }
+        })
+        .await;
+    Reply::new(no_content())
+}
+
+/// `PUT /v1/coaching/sessions/{segment}` with a `CoachingSessionConfig`.
+pub(crate) async fn open_session<A, B>(shared: &Shared<A>, req: Request<B>, segment: &str) -> Reply
 where
     A: Agent,
     B: Body<Data = Bytes>,
     B::Error: Into<BoxError>,
 {
-    expire_idle(shared).await;
-    let Some(run_id) = run_id(segment) else {
-        return Reply::new(detail(StatusCode::NOT_FOUND, "Not Found"));
+    let run_id = match session_run_id(shared, segment).await {
+        Ok(run_id) => run_id,
+        Err(reply) => return reply,
     };
     let coach = !shared.agent.coaching_kinds().is_empty();
-    if req.method() == Method::DELETE {
-        shared
-            .sessions
-            .close(&run_id, |id, config| async move {
-                if !coach {
-                    return;
-                }
-                let closed = shared.agent.close_coaching_session(&id, &config);
-                if let Err(payload) = CatchUnwind::new(closed).await {
-                    tracing::error!(
-                        run_id = %id,
-                        panic = panic_message(&*payload),
-                        "the agent panicked closing a coaching session; it is removed"
-                    );
-                }
-            })
-            .await;
-        return Reply::new(no_content());
-    }
     // The share of the body budget is held until the request is answered.
     let (bytes, share) = match json_body(shared, req).await {
         Ok(read) => read,

@@ -10,7 +10,9 @@
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod access;
 mod agent;
+mod body;
 mod candidate_errors;
 mod coaching;
 mod coaching_routes;
@@ -20,10 +22,15 @@ pub mod demo;
 mod error;
 pub mod export;
 mod forwarded;
+mod get_routes;
 mod handler;
+mod inference;
 mod limits;
+mod reply;
+mod routes;
 mod server;
 mod service;
+mod state;
 #[cfg(feature = "metrics")]
 mod telemetry;
 mod unwind;
@@ -63,7 +70,8 @@ pub use magma_protocol::{
 
 /// The agent author's guide, `docs/server.md`: its Rust blocks compile (and
 /// run, unless `no_run`) as doctests of this crate, so the guide cannot drift
-/// from the API.
-#[cfg(doctest)]
+/// from the API. It is written for the default features (its agents run with
+/// `cli::run`), as the README is.
+#[cfg(all(doctest, feature = "cli"))]
 #[doc = include_str!("../../../docs/server.md")]
 struct ServerGuide;

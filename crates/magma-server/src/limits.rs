@@ -7,6 +7,7 @@
 //! candidates into a body.
 
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -60,6 +61,24 @@ pub(crate) async fn off_runtime<T: Send + 'static>(
     static LONG_JOBS: Semaphore = Semaphore::const_new(1);
     let _turn = LONG_JOBS.acquire().await.ok()?;
     tokio::task::spawn_blocking(work).await.ok()
+}
+
+/// `fut` with a time limit, counted from the call. The timer is armed only
+/// when the first poll does not finish `fut`: a body that arrived with its
+/// head, or an agent that answers at once, costs a clock read instead of a
+/// timer entry. `Err(())` when the limit passed.
+pub(crate) async fn within<F: Future>(limit: Duration, fut: F) -> Result<F::Output, ()> {
+    // `None`: a limit past any representable instant, which never comes.
+    let deadline = tokio::time::Instant::now().checked_add(limit);
+    let mut fut = std::pin::pin!(fut);
+    let first = std::future::poll_fn(|cx| Poll::Ready(fut.as_mut().poll(cx))).await;
+    match (first, deadline) {
+        (Poll::Ready(out), _) => Ok(out),
+        (Poll::Pending, Some(deadline)) => {
+            tokio::time::timeout_at(deadline, fut).await.map_err(|_| ())
+        }
+        (Poll::Pending, None) => Ok(fut.await),
+    }
 }
 
 /// How long a request waits for room in the body budget before it is

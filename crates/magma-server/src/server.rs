@@ -22,7 +22,8 @@ use tokio::task::JoinSet;
 use crate::agent::Agent;
 use crate::config::Config;
 use crate::error::Error;
-use crate::handler::{Shared, handle};
+use crate::handler::handle;
+use crate::state::Shared;
 
 /// HTTP/2 keep-alive ping interval, and how long to wait for the answer.
 const H2_KEEP_ALIVE: Duration = Duration::from_secs(20);

@@ -14,9 +14,11 @@ use http_body_util::Full;
 use hyper::body::Body;
 
 use crate::agent::Agent;
+use crate::body::BoxError;
 use crate::config::Config;
 use crate::error::Error;
-use crate::handler::{BoxError, Shared, handle};
+use crate::handler::handle;
+use crate::state::Shared;
 
 /// The agent's routes (`/health`, `/v1/info`, `/v1/responses`,
 /// `/openapi.json`) as a [`tower_service::Service`], to mount in an axum

@@ -13,20 +13,8 @@ use metrics_exporter_prometheus::{
     Matcher, PrometheusBuilder, PrometheusHandle, PrometheusRecorder,
 };
 
-use crate::handler::{Failure, Route};
-
-fn route_label(route: Route) -> &'static str {
-    match route {
-        Route::Health => "/health",
-        Route::Info => "/v1/info",
-        Route::Responses => "/v1/responses",
-        Route::OpenApi => "/openapi.json",
-        Route::Metrics => "/metrics",
-        Route::CoachingSession => "/v1/coaching/sessions/{run_id}",
-        Route::Coaching => "/v1/coaching",
-        Route::Unmatched => "unmatched",
-    }
-}
+use crate::reply::Failure;
+use crate::routes::Route;
 
 fn failure_label(failure: Failure) -> &'static str {
     match failure {
@@ -67,7 +55,7 @@ const UPKEEP: Duration = Duration::from_secs(5);
 ///
 /// | metric | type | labels |
 /// |---|---|---|
-/// | `magma_requests_total` | counter | `route` (`/health`, `/v1/info`, `/v1/responses`, `/openapi.json`, `/metrics`, `unmatched`), `status` |
+/// | `magma_requests_total` | counter | `route` (`/health`, `/v1/info`, `/v1/responses`, `/v1/coaching`, `/v1/coaching/sessions/{run_id}`, `/openapi.json`, `/metrics`, `unmatched`), `status` |
 /// | `magma_request_duration_seconds` | histogram | `route` |
 /// | `magma_inferences_running` | gauge | |
 /// | `magma_inferences_waiting` | gauge (waiting for a slot) | |
@@ -157,32 +145,15 @@ impl Metrics {
             None,
             SharedString::const_str("Inferences waiting for a slot (max_concurrent_inferences)"),
         );
-        const ROUTES: [Route; Route::COUNT] = [
-            Route::Health,
-            Route::Info,
-            Route::Responses,
-            Route::OpenApi,
-            Route::Metrics,
-            Route::CoachingSession,
-            Route::Coaching,
-            Route::Unmatched,
-        ];
-        const FAILURES_: [Failure; Failure::COUNT] = [
-            Failure::Timeout,
-            Failure::Panic,
-            Failure::Miscount,
-            Failure::Rejection,
-            Failure::Oversized,
-        ];
-        let duration = ROUTES
-            .map(|r| recorder.register_histogram(&key(DURATION, &[("route", route_label(r))]), &m));
+        let duration = Route::ALL
+            .map(|r| recorder.register_histogram(&key(DURATION, &[("route", r.label())]), &m));
         let running = recorder.register_gauge(&key(RUNNING, &[]), &m);
         let waiting = recorder.register_gauge(&key(WAITING, &[]), &m);
         running.set(0.0);
         waiting.set(0.0);
         let completed = recorder.register_counter(&key(CANDIDATES, &[("status", "completed")]), &m);
         let errors = recorder.register_counter(&key(CANDIDATES, &[("status", "error")]), &m);
-        let failures = FAILURES_
+        let failures = Failure::ALL
             .map(|f| recorder.register_counter(&key(FAILURES, &[("kind", failure_label(f))]), &m));
         let expired = recorder.register_counter(&key(EXPIRED, &[]), &m);
         expired.increment(0);
@@ -239,7 +210,7 @@ impl Metrics {
     /// A request was answered.
     pub(crate) fn request(&self, route: Route, status: u16, elapsed: Duration) {
         let inner = &*self.0;
-        let r = route as usize;
+        let r = route.index();
         inner.duration[r].record(elapsed.as_secs_f64());
         match STATUSES.iter().position(|s| *s == status) {
             Some(s) => inner.requests[r][s]
@@ -251,7 +222,7 @@ impl Metrics {
 
     fn requests_counter(&self, route: Route, status: u16) -> Counter {
         let labels = vec![
-            Label::new("route", route_label(route)),
+            Label::new("route", route.label()),
             Label::new("status", status.to_string()),
         ];
         self.0

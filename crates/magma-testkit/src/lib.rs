@@ -10,7 +10,9 @@
 //! - [`http1`]: raw HTTP/1 exchanges on a TCP stream;
 //! - [`process`]: a child-process guard and `/proc` readers (RSS);
 //! - [`fixtures`]: the BENCH-like bodies and the deviation list;
-//! - [`Rng`]: a deterministic generator for load and garbage.
+//! - [`Rng`]: a deterministic generator for load and garbage;
+//! - [`source`]: a crate's source text read for the tidy tests (tokens,
+//!   module references, root re-exports).
 //!
 //! Everything here panics with a message on failure: it runs inside tests.
 
@@ -19,6 +21,7 @@ pub mod http1;
 pub mod pki;
 pub mod process;
 mod rng;
+pub mod source;
 pub mod stub;
 mod temp;
 

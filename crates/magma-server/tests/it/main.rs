@@ -15,6 +15,7 @@ mod memory;
 mod protocols;
 mod request_span;
 mod shutdown;
+mod tidy;
 
 #[cfg(feature = "cli")]
 mod attack;
