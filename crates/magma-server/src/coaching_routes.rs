@@ -22,7 +22,7 @@ use crate::context::RequestContext;
 use crate::limits::{self, within};
 use crate::reply::{Reply, bytes_response, detail, internal_error, invalid, over_budget};
 use crate::state::Shared;
-use crate::unwind::{CatchUnwind, panic_message};
+use crate::unwind::{catch_unwind, panic_message};
 
 /// The `detail` of a `409`, as magma-core words it.
 const CONFLICT: &str = "Coaching session already has a different configuration or is closing";
@@ -84,7 +84,7 @@ pub(crate) async fn expire_idle<A: Agent>(shared: &Shared<A>) {
         }
         if coach {
             let closed = shared.agent.close_coaching_session(&e.run_id, &e.config);
-            if let Err(payload) = CatchUnwind::new(closed).await {
+            if let Err(payload) = catch_unwind(Box::pin(closed)).await {
                 tracing::error!(
                     run_id = %e.run_id,
                     panic = panic_message(&*payload),
@@ -118,7 +118,7 @@ pub(crate) async fn close_session<A: Agent>(shared: &Shared<A>, segment: &str) -
                 return;
             }
             let closed = shared.agent.close_coaching_session(&id, &config);
-            if let Err(payload) = CatchUnwind::new(closed).await {
+            if let Err(payload) = catch_unwind(Box::pin(closed)).await {
                 tracing::error!(
                     run_id = %id,
                     panic = panic_message(&*payload),
@@ -164,7 +164,7 @@ where
                 return Ok(());
             }
             let open = shared.agent.open_coaching_session(&id, &config);
-            match CatchUnwind::new(open).await {
+            match catch_unwind(Box::pin(open)).await {
                 Ok(result) => result,
                 Err(payload) => Err(format!(
                     "the agent panicked opening the session: {}",
@@ -319,7 +319,10 @@ async fn coach<A: Agent>(
     let run = async {
         // The semaphore lives as long as `shared` and is never closed.
         let _slot = shared.inferences.acquire().await;
-        CatchUnwind::new(scope.clone().scope(shared.agent.coach(request, context))).await
+        catch_unwind(Box::pin(
+            scope.clone().scope(shared.agent.coach(request, context)),
+        ))
+        .await
     };
     let outcome = match shared.inference_timeout {
         None => run.await,

@@ -20,7 +20,7 @@ use crate::body::BoxError;
 use crate::reply::{Reply, detail, internal_error};
 use crate::routes::{Handler, Route};
 use crate::state::Shared;
-use crate::unwind::{CatchUnwind, panic_message};
+use crate::unwind::{catch_unwind, panic_message};
 use crate::{coaching_routes, get_routes, inference};
 
 /// Handles one request; never fails and never panics (agent panics become
@@ -38,14 +38,18 @@ where
 {
     let mut access = Access::new(
         req.method(),
-        req.uri().path(),
+        req.uri(),
         req.version(),
         req.headers(),
         peer,
         &shared.trusted_proxies,
+        shared.times_requests(),
     );
     let routed = route(shared, req, access.ids()).instrument(access.ids().span.clone());
-    let reply = match CatchUnwind::new(routed).await {
+    // Boxed: the route's future is the request's largest state; in a box of
+    // its own it is never moved again, while the future hyper holds (and
+    // moves into place per request) stays small.
+    let reply = match catch_unwind(Box::pin(routed)).await {
         Ok(reply) => reply,
         Err(payload) => {
             access.panicked(panic_message(&*payload));
