@@ -471,7 +471,8 @@ impl Bench {
                 for _ in 0..reps {
                     let mut one = [Wrk::default(); 4];
                     for (i, s) in servers.iter().enumerate() {
-                        one[i] = self.wrk(s.port, false, &script, &body_path, conns, secs, false)?;
+                        one[i] =
+                            self.wrk(s.port, false, &script, &body_path, conns, secs, false)?;
                     }
                     results.push(one);
                 }

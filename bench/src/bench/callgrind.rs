@@ -38,7 +38,12 @@ impl Set {
 
     /// This set without the functions of `other`.
     pub(crate) fn without(&self, other: &Set) -> Set {
-        Set(self.0.iter().zip(&other.0).map(|(a, b)| *a && !*b).collect())
+        Set(self
+            .0
+            .iter()
+            .zip(&other.0)
+            .map(|(a, b)| *a && !*b)
+            .collect())
     }
 }
 
@@ -97,7 +102,9 @@ impl Profile {
             };
             match key {
                 "fn" => current = Some(p.function(&mut compressed, value).with_context(at)?),
-                "cfn" | "cfnc" => callee = Some(p.function(&mut compressed, value).with_context(at)?),
+                "cfn" | "cfnc" => {
+                    callee = Some(p.function(&mut compressed, value).with_context(at)?)
+                }
                 "calls" => {
                     let count = value
                         .split_whitespace()
@@ -387,7 +394,10 @@ calls=1 20
         let err = Profile::parse("events: Ir\n10 5\n").unwrap_err();
         assert!(format!("{err:#}").contains("line 2"), "{err:#}");
         let err = Profile::parse("events: Ir\nfn=(1)\n").unwrap_err();
-        assert!(format!("{err:#}").contains("before it was named"), "{err:#}");
+        assert!(
+            format!("{err:#}").contains("before it was named"),
+            "{err:#}"
+        );
         let err = Profile::parse("events: Ir\nfn=(1) f\n1 x\n").unwrap_err();
         assert!(format!("{err:#}").contains("not a count"), "{err:#}");
     }

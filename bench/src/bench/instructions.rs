@@ -83,7 +83,10 @@ const STAGES: &[Stage] = &[
     },
     Stage {
         name: "the memory budget",
-        magma: &["magma_server::limits::BudgetShare", "magma_server::limits::BodyBudget"],
+        magma: &[
+            "magma_server::limits::BudgetShare",
+            "magma_server::limits::BodyBudget",
+        ],
         floor: &[],
     },
     Stage {
@@ -212,8 +215,20 @@ impl Bench {
                 for (i, server) in [Server::Magma, Server::Floor].into_iter().enumerate() {
                     let started = Instant::now();
                     let tag = format!("{}-{}-{rep}", server.name(), file.trim_end_matches(".json"));
-                    let short = self.callgrind(server, &response, body.as_bytes(), n, &dir.join(format!("{tag}-{n}.out")))?;
-                    let long = self.callgrind(server, &response, body.as_bytes(), 2 * n, &dir.join(format!("{tag}-{}.out", 2 * n)))?;
+                    let short = self.callgrind(
+                        server,
+                        &response,
+                        body.as_bytes(),
+                        n,
+                        &dir.join(format!("{tag}-{n}.out")),
+                    )?;
+                    let long = self.callgrind(
+                        server,
+                        &response,
+                        body.as_bytes(),
+                        2 * n,
+                        &dir.join(format!("{tag}-{}.out", 2 * n)),
+                    )?;
                     pair[i] = per_request(&short, &long, n);
                     eprintln!(
                         "bench: {} {body_name}: {:.0} instructions, {:.1} allocations per request ({:.0} s)",
@@ -276,7 +291,10 @@ impl Bench {
         let mut cmd = Command::new("valgrind");
         cmd.arg("--tool=callgrind")
             .arg(format!("--callgrind-out-file={}", out.display()))
-            .arg(format!("--log-file={}", out.with_extension("log").display()));
+            .arg(format!(
+                "--log-file={}",
+                out.with_extension("log").display()
+            ));
         match server {
             Server::Magma => {
                 cmd.arg(self.bin.join("magma-server"))
@@ -307,7 +325,8 @@ impl Bench {
         stop(&mut proc)?;
         let text = std::fs::read_to_string(out)
             .with_context(|| format!("reading the profile {}", out.display()))?;
-        let profile = Profile::parse(&text).with_context(|| format!("reading {}", out.display()))?;
+        let profile =
+            Profile::parse(&text).with_context(|| format!("reading {}", out.display()))?;
         Ok(counts(&profile, server))
     }
 
@@ -444,10 +463,7 @@ fn read_answer(s: &mut TcpStream, buf: &mut Vec<u8>) -> Result<()> {
     };
     let head = String::from_utf8_lossy(&buf[..head_end]).to_ascii_lowercase();
     if !head.starts_with("http/1.1 200") {
-        bail!(
-            "not a 200: {}",
-            head.lines().next().unwrap_or_default()
-        );
+        bail!("not a 200: {}", head.lines().next().unwrap_or_default());
     }
     let length: usize = head
         .lines()
