@@ -117,10 +117,8 @@ impl Profile {
                 }
                 "jump" | "jcnd" => skip_next = true,
                 "positions" => positions = value.split_whitespace().count().max(1),
-                "events" => {
-                    if value.split_whitespace().next() != Some("Ir") {
-                        bail!("{}: the first event is not Ir: {value}", at());
-                    }
+                "events" if value.split_whitespace().next() != Some("Ir") => {
+                    bail!("{}: the first event is not Ir: {value}", at());
                 }
                 "totals" | "summary" => {
                     summary = value.split_whitespace().next().and_then(|v| v.parse().ok());
