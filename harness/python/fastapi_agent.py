@@ -5,6 +5,11 @@ magma-core 2.0.1 models. `cargo xtask interop` runs it and points the Rust clien
 
     python fastapi_agent.py --port 8888 [--ready-after 2.0] [--no-internal-steps]
         [--ssl-certfile cert.pem --ssl-keyfile key.pem [--ssl-client-ca ca.pem]]
+        [--loop auto|asyncio|uvloop] [--http auto|h11|httptools]
+
+`--loop` and `--http` are uvicorn's own choices (default `auto`: uvloop and httptools when
+installed, as `uvicorn[standard]` installs them, else asyncio and h11); `cargo xtask bench`
+names them, so that a missing package is an error instead of a silent fallback.
 
 Behaviour (deterministic, echo-style):
 
@@ -369,6 +374,8 @@ def main() -> None:
         help="answer without internal_steps, as magma-server's demo agent does",
     )
     parser.add_argument("--log-level", default="warning")
+    parser.add_argument("--loop", default="auto", choices=["auto", "asyncio", "uvloop"])
+    parser.add_argument("--http", default="auto", choices=["auto", "h11", "httptools"])
     args = parser.parse_args()
     global WRAP_PROPOSALS, INTERNAL_STEPS
     WRAP_PROPOSALS = args.wrap_proposals
@@ -388,6 +395,8 @@ def main() -> None:
         host=args.host,
         port=args.port,
         log_level=args.log_level,
+        loop=args.loop,
+        http=args.http,
         **options,
     )
 

@@ -23,7 +23,7 @@
 //!    inference do not notice (a bench_client run passes meanwhile); Redis started again: the
 //!    same session goes on, without restarting the replicas.
 //! 7. One replica killed during a GEN session (while its concurrent requests run) and during
-//!    bench_client run 3: both runs pass on the other, then two more bench_client runs and two
+//!    the third bench_client run: both pass on the other, then two more bench_client runs and two
 //!    more GEN sessions.
 //! 8. Stops nginx, the replicas and Redis (also on failure) and leaves the files for inspection.
 //!

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::header::{CONNECTION, HeaderName, HeaderValue};
-use http::{HeaderMap, Method, Request, Response, Version};
+use http::{HeaderMap, Method, Response, Uri, Version};
 use http_body_util::Full;
 
 use crate::forwarded::{TrustedProxy, client_ip};
@@ -41,7 +41,7 @@ impl Ids {
 /// An incoming `X-Request-Id` the server honours: 1 to [`MAX_LOGGED_ID`]
 /// visible ASCII characters (what proxies generate: UUIDs, hex strings).
 /// Anything else is ignored, as if absent.
-pub(crate) fn header_request_id(headers: &HeaderMap) -> Option<String> {
+fn header_request_id(headers: &HeaderMap) -> Option<String> {
     let value = headers.get(&REQUEST_ID)?.as_bytes();
     let ok = !value.is_empty()
         && value.len() <= MAX_LOGGED_ID
@@ -54,9 +54,14 @@ pub(crate) fn header_request_id(headers: &HeaderMap) -> Option<String> {
 /// [`finish`](Access::finish) (the client went away and hyper dropped the
 /// handler), it logs that instead.
 pub(crate) struct Access {
-    start: Instant,
+    /// When the request's head arrived, if anything reads its latency (the
+    /// access log at `info`, the metrics): the clock is not read for
+    /// nothing.
+    start: Option<Instant>,
     method: Method,
-    path: String,
+    /// The request's URI: a shared copy of hyper's (no allocation), for
+    /// the path in the log lines.
+    uri: Uri,
     version: Version,
     peer: Option<SocketAddr>,
     ids: Ids,
@@ -64,27 +69,41 @@ pub(crate) struct Access {
 }
 
 impl Access {
-    /// The access record of `req` as it arrives, in `span`, with the
-    /// accepted `X-Request-Id` (`header_id`, see [`header_request_id`]).
-    /// `peer` is the connection's remote address, when known.
-    // Inlined into the dispatcher, which calls it once per request.
-    #[inline]
-    pub(crate) fn new<B>(
-        req: &Request<B>,
+    /// The access record of a request as it arrives, with its span.
+    /// `peer` is the connection's remote address, when known; `timed`:
+    /// the request's latency is needed whatever the log level (metrics).
+    pub(crate) fn new(
+        method: &Method,
+        uri: &Uri,
+        version: Version,
+        headers: &HeaderMap,
         peer: Option<SocketAddr>,
         trusted_proxies: &[TrustedProxy],
-        header_id: Option<String>,
-        span: tracing::Span,
+        timed: bool,
     ) -> Access {
+        let header_id = header_request_id(headers);
         let client = peer.map(|p| match trusted_proxies.is_empty() {
             true => p.ip(),
-            false => client_ip(p.ip(), req.headers(), trusted_proxies),
+            false => client_ip(p.ip(), headers, trusted_proxies),
         });
+        let method = method.clone();
+        let uri = uri.clone();
+        // The span and the panic line keep the dispatcher's target: filtering
+        // out the access log (`magma_server::access`) must not drop them.
+        let span = tracing::info_span!(
+            target: "magma_server::handler",
+            "request",
+            method = %method,
+            path = %uri.path(),
+            request_id = tracing::field::Empty,
+            x_request_id = header_id.as_deref(),
+        );
+        let logged = tracing::enabled!(target: "magma_server::access", tracing::Level::INFO);
         Access {
-            start: Instant::now(),
-            method: req.method().clone(),
-            path: req.uri().path().to_owned(),
-            version: req.version(),
+            start: (timed || logged).then(Instant::now),
+            method,
+            uri,
+            version,
             peer,
             ids: Ids {
                 body: OnceLock::new(),
@@ -103,15 +122,18 @@ impl Access {
     /// Time since the request's head arrived.
     #[cfg(feature = "metrics")]
     pub(crate) fn elapsed(&self) -> Duration {
-        self.start.elapsed()
+        self.start.map_or(Duration::ZERO, |s| s.elapsed())
     }
 
-    pub(crate) fn method(&self) -> &Method {
-        &self.method
-    }
-
-    pub(crate) fn path(&self) -> &str {
-        &self.path
+    /// Logs a panic of agent code outside an inference (answered `500`).
+    pub(crate) fn panicked(&self, panic: &str) {
+        tracing::error!(
+            target: "magma_server::handler",
+            method = %self.method,
+            path = %self.uri.path(),
+            panic,
+            "agent code panicked outside an inference; answered 500"
+        );
     }
 
     /// The client's address when a trusted proxy forwarded one other than
@@ -125,32 +147,49 @@ impl Access {
     pub(crate) fn finish(&mut self, reply: Reply) -> Response<Full<Bytes>> {
         self.answered = true;
         let (mut response, candidates, close) = reply.into_parts();
-        let id = self.ids.body.get_or_init(generated_id);
-        // The caller's own id comes back when it sent one.
-        let echoed = self.ids.header.as_deref().unwrap_or(id);
-        response
-            .headers_mut()
-            .insert(REQUEST_ID, request_id_header(echoed));
         if close && self.version <= Version::HTTP_11 {
             response
                 .headers_mut()
                 .insert(CONNECTION, HeaderValue::from_static("close"));
         }
+        let id = self.ids.body.get_or_init(generated_id);
         tracing::info!(
             target: "magma_server::access",
             request_id = ?id,
             x_request_id = self.ids.header.as_deref(),
             method = %self.method,
-            path = %self.path,
+            path = %self.uri.path(),
             version = ?self.version,
             status = response.status().as_u16(),
-            latency_ms = %format_args!("{:.3}", self.start.elapsed().as_secs_f64() * 1000.0),
+            latency_ms = %Latency(self.start),
             candidates,
             peer = self.peer.map(tracing::field::display),
             client = self.forwarded_client().map(tracing::field::display),
             "request"
         );
+        // The caller's own id comes back when it sent one. The header takes
+        // the id's own string: nothing reads it after this line.
+        let echoed = match self.ids.header.take() {
+            Some(header) => header,
+            None => self.ids.body.take().unwrap_or_else(generated_id),
+        };
         response
+            .headers_mut()
+            .insert(REQUEST_ID, request_id_header(echoed));
+        response
+    }
+}
+
+/// A latency in milliseconds for the log lines; `-` when the clock was not
+/// read (nothing was to log it when the request came).
+struct Latency(Option<Instant>);
+
+impl std::fmt::Display for Latency {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            Some(start) => write!(f, "{:.3}", start.elapsed().as_secs_f64() * 1000.0),
+            None => f.write_str("-"),
+        }
     }
 }
 
@@ -212,7 +251,7 @@ impl Drop for Access {
                     target: "magma_server::access",
                     request_id = ?id,
                     method = %self.method,
-                    path = %self.path,
+                    path = %self.uri.path(),
                     "request abandoned (over the info rate of abandon lines)"
                 );
                 return;
@@ -222,9 +261,9 @@ impl Drop for Access {
                 request_id = ?id,
                 x_request_id = self.ids.header.as_deref(),
                 method = %self.method,
-                path = %self.path,
+                path = %self.uri.path(),
                 version = ?self.version,
-                latency_ms = %format_args!("{:.3}", self.start.elapsed().as_secs_f64() * 1000.0),
+                latency_ms = %Latency(self.start),
                 peer = self.peer.map(tracing::field::display),
                 client = self.forwarded_client().map(tracing::field::display),
                 suppressed,
@@ -238,15 +277,13 @@ impl Drop for Access {
 /// case), else with every byte outside `!`..`~` and every `%`
 /// percent-escaped (`a\nb` gives `a%0Ab`), so that the header is always
 /// there and says which id it was.
-fn request_id_header(id: &str) -> HeaderValue {
+fn request_id_header(id: String) -> HeaderValue {
     let visible = |b: &u8| (0x21..=0x7e).contains(b);
-    if let Some(v) = id
-        .bytes()
-        .all(|b| visible(&b))
-        .then(|| HeaderValue::from_str(id).ok())
-        .flatten()
-    {
-        return v;
+    if id.bytes().all(|b| visible(&b)) {
+        // The string becomes the header's bytes as it is, without a copy
+        // (visible ASCII is always a valid value).
+        return HeaderValue::from_maybe_shared(Bytes::from(id.into_bytes()))
+            .unwrap_or_else(|_| HeaderValue::from_static("-"));
     }
     let mut escaped = String::with_capacity(id.len() * 3);
     for b in id.bytes() {
@@ -314,11 +351,11 @@ mod tests {
 
     #[test]
     fn request_ids_always_make_a_header() {
-        assert_eq!(request_id_header("req-1_a.B"), "req-1_a.B");
-        assert_eq!(request_id_header("a\nb\u{0}"), "a%0Ab%00");
-        assert_eq!(request_id_header("50% é"), "50%25%20%C3%A9");
+        assert_eq!(request_id_header("req-1_a.B".into()), "req-1_a.B");
+        assert_eq!(request_id_header("a\nb\u{0}".into()), "a%0Ab%00");
+        assert_eq!(request_id_header("50% é".into()), "50%25%20%C3%A9");
         assert_eq!(
-            request_id_header("a%b"),
+            request_id_header("a%b".into()),
             "a%b",
             "visible ASCII is kept as it is"
         );

@@ -23,7 +23,7 @@ use crate::context::RequestContext;
 use crate::limits::{self, within};
 use crate::reply::{Reply, bytes_response, detail, internal_error, invalid, over_budget};
 use crate::state::Shared;
-use crate::unwind::{CatchUnwind, panic_message};
+use crate::unwind::{catch_unwind, panic_message};
 
 /// The `detail` of a `409`, as magma-core words it.
 const CONFLICT: &str = "Coaching session already has a different configuration or is closing";
@@ -90,7 +90,7 @@ impl<A: Agent> SessionAgent for StoreAgent<'_, A> {
             return Ok(());
         }
         let open = self.agent.open_coaching_session(&run_id, &config);
-        match CatchUnwind::new(open).await {
+        match catch_unwind(Box::pin(open)).await {
             Ok(result) => result,
             Err(payload) => Err(format!(
                 "the agent panicked opening the session: {}",
@@ -105,7 +105,7 @@ impl<A: Agent> SessionAgent for StoreAgent<'_, A> {
             return;
         }
         let closed = self.agent.close_coaching_session(&run_id, &config);
-        if let Err(payload) = CatchUnwind::new(closed).await {
+        if let Err(payload) = catch_unwind(Box::pin(closed)).await {
             tracing::error!(
                 run_id = %run_id,
                 panic = panic_message(&*payload),
@@ -365,7 +365,10 @@ async fn coach<A: Agent>(
     let run = async {
         // The semaphore lives as long as `shared` and is never closed.
         let _slot = shared.inferences.acquire().await;
-        CatchUnwind::new(scope.clone().scope(shared.agent.coach(request, context))).await
+        catch_unwind(Box::pin(
+            scope.clone().scope(shared.agent.coach(request, context)),
+        ))
+        .await
     };
     let outcome = match shared.inference_timeout {
         None => run.await,

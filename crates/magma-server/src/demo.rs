@@ -403,7 +403,15 @@ fn branch(input: &AgentInput, k: u64) -> AgentDecision {
 }
 
 fn decide(input: &AgentInput) -> AgentDecision {
-    let echo = || AgentDecision::say(format!("echo: {}", input.instruction.content));
+    // Two copies into a buffer of the right size: `format!` would run its
+    // formatting machinery for them.
+    let echo = || {
+        let content = input.instruction.content.as_str();
+        let mut say = String::with_capacity("echo: ".len() + content.len());
+        say.push_str("echo: ");
+        say.push_str(content);
+        AgentDecision::say(say)
+    };
     if input.instruction.kind != InstructionType::Env {
         return echo();
     }

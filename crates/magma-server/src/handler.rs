@@ -14,13 +14,13 @@ use http_body_util::Full;
 use hyper::body::Body;
 use tracing::Instrument;
 
-use crate::access::{Access, Ids, header_request_id};
+use crate::access::{Access, Ids};
 use crate::agent::Agent;
 use crate::body::BoxError;
 use crate::reply::{Reply, detail, internal_error};
 use crate::routes::{Handler, Route};
 use crate::state::Shared;
-use crate::unwind::{CatchUnwind, panic_message};
+use crate::unwind::{catch_unwind, panic_message};
 use crate::{coaching_routes, get_routes, inference};
 
 /// Handles one request; never fails and never panics (agent panics become
@@ -36,25 +36,23 @@ where
     B: Body<Data = Bytes>,
     B::Error: Into<BoxError>,
 {
-    let header_id = header_request_id(req.headers());
-    let span = tracing::info_span!(
-        "request",
-        method = %req.method(),
-        path = %req.uri().path(),
-        request_id = tracing::field::Empty,
-        x_request_id = header_id.as_deref(),
+    let mut access = Access::new(
+        req.method(),
+        req.uri(),
+        req.version(),
+        req.headers(),
+        peer,
+        &shared.trusted_proxies,
+        shared.times_requests(),
     );
-    let mut access = Access::new(&req, peer, &shared.trusted_proxies, header_id, span);
     let routed = route(shared, req, access.ids()).instrument(access.ids().span.clone());
-    let reply = match CatchUnwind::new(routed).await {
+    // Boxed: the route's future is the request's largest state; in a box of
+    // its own it is never moved again, while the future hyper holds (and
+    // moves into place per request) stays small.
+    let reply = match catch_unwind(Box::pin(routed)).await {
         Ok(reply) => reply,
         Err(payload) => {
-            tracing::error!(
-                method = %access.method(),
-                path = %access.path(),
-                panic = panic_message(&*payload),
-                "agent code panicked outside an inference; answered 500"
-            );
+            access.panicked(panic_message(&*payload));
             Reply::new(internal_error())
         }
     };

@@ -18,7 +18,7 @@ use crate::reply::{
     Failure, Reply, bytes_response, detail, internal_error, invalid, json_response, over_budget,
 };
 use crate::state::Shared;
-use crate::unwind::{CatchUnwind, panic_message};
+use crate::unwind::{catch_unwind, panic_message};
 
 /// `POST /v1/responses`.
 pub(crate) async fn responses<A, B>(shared: &Shared<A>, req: Request<B>, ids: &Ids) -> Reply
@@ -91,14 +91,21 @@ where
     let inference = async {
         #[cfg(feature = "metrics")]
         let waiting = shared.metrics.as_ref().map(crate::Metrics::waiting);
-        // The semaphore lives as long as `shared` and is never closed.
-        let _slot = shared.inferences.acquire().await;
+        // The semaphore lives as long as `shared` and is never closed. A
+        // free slot is taken without the waiting future (its queue entry).
+        let _slot = match shared.inferences.try_acquire() {
+            Ok(slot) => Some(slot),
+            Err(_) => shared.inferences.acquire().await.ok(),
+        };
         #[cfg(feature = "metrics")]
         let _running = {
             drop(waiting);
             shared.metrics.as_ref().map(crate::Metrics::running)
         };
-        CatchUnwind::new(context.clone().scope(shared.agent.respond_batch(&request))).await
+        // Pinned in this future: the agent's future is small next to the
+        // route's, and a box of its own would be one more allocation.
+        let answering = std::pin::pin!(context.clone().scope(shared.agent.respond_batch(&request)));
+        catch_unwind(answering).await
     };
     let outcome = match shared.inference_timeout {
         None => inference.await,

@@ -63,21 +63,21 @@ pub(crate) async fn off_runtime<T: Send + 'static>(
     tokio::task::spawn_blocking(work).await.ok()
 }
 
-/// `fut` with a time limit, counted from the call. The timer is armed only
-/// when the first poll does not finish `fut`: a body that arrived with its
-/// head, or an agent that answers at once, costs a clock read instead of a
-/// timer entry. `Err(())` when the limit passed.
+/// `fut` with a time limit, counted from its first poll. The clock is read
+/// and the timer armed only when that poll does not finish `fut`: a body
+/// that arrived with its head, or an agent that answers at once, costs
+/// neither. `Err(())` when the limit passed.
 pub(crate) async fn within<F: Future>(limit: Duration, fut: F) -> Result<F::Output, ()> {
-    // `None`: a limit past any representable instant, which never comes.
-    let deadline = tokio::time::Instant::now().checked_add(limit);
     let mut fut = std::pin::pin!(fut);
     let first = std::future::poll_fn(|cx| Poll::Ready(fut.as_mut().poll(cx))).await;
-    match (first, deadline) {
-        (Poll::Ready(out), _) => Ok(out),
-        (Poll::Pending, Some(deadline)) => {
-            tokio::time::timeout_at(deadline, fut).await.map_err(|_| ())
-        }
-        (Poll::Pending, None) => Ok(fut.await),
+    if let Poll::Ready(out) = first {
+        return Ok(out);
+    }
+    // The first poll took no time worth counting (it did not wait).
+    match tokio::time::Instant::now().checked_add(limit) {
+        Some(deadline) => tokio::time::timeout_at(deadline, fut).await.map_err(|_| ()),
+        // A limit past any representable instant never comes.
+        None => Ok(fut.await),
     }
 }
 
@@ -191,13 +191,29 @@ pub(crate) enum WriteError {
 /// The buffer [`write_candidates`] starts with for `candidates`: their
 /// length as they estimate it, a little slack for escapes the estimate does
 /// not count, never more than the limit allows.
-fn answer_capacity(candidates: &[AgentOutput], limit: usize) -> usize {
+/// The estimates of the first [`KEPT_HINTS`] candidates are kept in
+/// `hints` for the writer, which would otherwise work them out again.
+fn answer_capacity(candidates: &[AgentOutput], limit: usize, hints: &mut Hints) -> usize {
     let hint = candidates
         .iter()
-        .map(|c| c.json_len_hint().saturating_add(1))
+        .enumerate()
+        .map(|(i, c)| {
+            let h = c.json_len_hint();
+            if let Some(kept) = hints.get_mut(i) {
+                *kept = h;
+            }
+            h.saturating_add(1)
+        })
         .fold(2usize, usize::saturating_add);
     hint.saturating_add(hint / 16).min(limit.saturating_add(1))
 }
+
+/// How many candidates' estimates [`answer_capacity`] keeps: the usual
+/// answer has fewer, and a longer one works out the rest again.
+const KEPT_HINTS: usize = 16;
+
+/// The estimates [`answer_capacity`] kept, by candidate.
+type Hints = [usize; KEPT_HINTS];
 
 /// The compact JSON array of `candidates`, written one candidate at a time
 /// into one buffer: each candidate is dropped as soon as it is written, so
@@ -211,6 +227,7 @@ fn write_candidates_with(
     candidates: Vec<AgentOutput>,
     limit: usize,
     capacity: usize,
+    hints: &Hints,
     grow: &mut dyn FnMut(usize) -> bool,
 ) -> Result<String, WriteError> {
     let oversized = |at_least: usize| WriteError::Oversized {
@@ -223,7 +240,10 @@ fn write_candidates_with(
         if i > 0 {
             out.push(',');
         }
-        let hint = candidate.json_len_hint();
+        let hint = match hints.get(i) {
+            Some(&h) => h,
+            None => candidate.json_len_hint(),
+        };
         // One huge candidate is refused before it is copied.
         if out.len().saturating_add(hint) > limit.saturating_add(limit / 16) {
             return Err(oversized(out.len() + hint));
@@ -261,8 +281,9 @@ fn write_candidates_with(
 #[cfg(test)]
 fn write_candidates(candidates: Vec<AgentOutput>, limit: u64) -> Result<String, WriteError> {
     let limit = usize::try_from(limit).unwrap_or(usize::MAX);
-    let capacity = answer_capacity(&candidates, limit);
-    write_candidates_with(candidates, limit, capacity, &mut |_| true)
+    let mut hints = [0; KEPT_HINTS];
+    let capacity = answer_capacity(&candidates, limit, &mut hints);
+    write_candidates_with(candidates, limit, capacity, &hints, &mut |_| true)
 }
 
 /// An answer's text and its share of the budget, freed together.
@@ -300,11 +321,12 @@ pub(crate) async fn answer_body(
     mut share: BudgetShare,
 ) -> Result<Bytes, WriteError> {
     let limit = usize::try_from(limit).unwrap_or(usize::MAX);
-    let capacity = answer_capacity(&candidates, limit);
+    let mut hints = [0; KEPT_HINTS];
+    let capacity = answer_capacity(&candidates, limit, &mut hints);
     if !share.take(capacity.saturating_sub(share.held)).await {
         return Err(WriteError::OverBudget);
     }
-    let text = write_candidates_with(candidates, limit, capacity, &mut |n| {
+    let text = write_candidates_with(candidates, limit, capacity, &hints, &mut |n| {
         share.try_take(n.saturating_sub(share.held))
     })?;
     Ok(Bytes::from_owner(HeldAnswer {

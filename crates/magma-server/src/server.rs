@@ -370,13 +370,15 @@ impl<A: Agent> Conn<A> {
         // connection opened; from then on it is moved to `header_timeout`
         // after the last request began or was answered, so that it fires at
         // most once per period however many requests the connection serves.
-        let idle = tokio::time::sleep(header_timeout);
-        tokio::pin!(idle);
+        let mut idle = IdleTimer::new(header_timeout);
         let mut idle_off = false;
         let mut stop = StopSignal::new(stop);
         let mut stopping = false;
         loop {
+            // Polled in this order, without select!'s random start: the
+            // connection first, as it is what wakes the task almost always.
             tokio::select! {
+                biased;
                 result = conn.as_mut() => {
                     if let Err(e) = result {
                         tracing::debug!(peer = %peer, error = %e, "connection closed with an error");
@@ -391,13 +393,13 @@ impl<A: Agent> Conn<A> {
                         tracing::debug!(peer = %peer, "HTTP/2 connection idle for the header timeout; going away");
                         stopping = true;
                         conn.as_mut().graceful_shutdown();
-                        idle.as_mut().reset(Instant::now() + header_timeout);
+                        idle.reset(Instant::now() + header_timeout);
                     }
                     Idle::Expired => {
                         tracing::debug!(peer = %peer, "no request within the header timeout; closing");
                         return;
                     }
-                    Idle::Until(deadline) => idle.as_mut().reset(deadline),
+                    Idle::Until(deadline) => idle.reset(deadline),
                     Idle::Never => idle_off = true,
                 },
                 () = &mut stop, if !stopping => {
@@ -406,6 +408,47 @@ impl<A: Agent> Conn<A> {
                 }
             }
         }
+    }
+}
+
+/// The idle timer as a connection's `select!` polls it: on every wake of the
+/// connection. Polling a registered [`Sleep`](tokio::time::Sleep) again
+/// costs a budget check, a clock-free state check and a waker comparison
+/// each time; this polls it once after each reset (which registers this
+/// task's waker with the timer) and afterwards only reads whether it has
+/// fired, which the timer's wake-up makes true before it wakes the task.
+struct IdleTimer {
+    sleep: Pin<Box<tokio::time::Sleep>>,
+    registered: bool,
+}
+
+impl IdleTimer {
+    fn new(after: Duration) -> IdleTimer {
+        IdleTimer {
+            sleep: Box::pin(tokio::time::sleep(after)),
+            registered: false,
+        }
+    }
+
+    fn reset(&mut self, deadline: Instant) {
+        self.sleep.as_mut().reset(deadline);
+        self.registered = false;
+    }
+}
+
+impl Future for IdleTimer {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = &mut *self;
+        if this.registered && !this.sleep.is_elapsed() {
+            return Poll::Pending;
+        }
+        let ready = this.sleep.as_mut().poll(cx);
+        // Registered with this task's waker, which stays the same for the
+        // task's whole life.
+        this.registered = ready.is_pending();
+        ready
     }
 }
 
@@ -464,8 +507,7 @@ struct Activity {
     opened: Instant,
     /// Requests being answered (more than one only over HTTP/2).
     answering: AtomicUsize,
-    /// When the last request began or was answered, in nanoseconds since
-    /// `opened`.
+    /// When the last request was answered, in nanoseconds since `opened`.
     last: AtomicU64,
     /// A request came over HTTP/2.
     http2: AtomicBool,
@@ -496,13 +538,14 @@ impl Activity {
     }
 
     /// A request has begun; the guard marks it answered when dropped, which
-    /// also happens when the client goes away.
+    /// also happens when the client goes away. The time is taken then only:
+    /// while a request is being answered the timer does not count (see
+    /// [`Activity::idle_deadline`]), so its start would never be read.
     fn begin(&self, version: Version) -> Answering<'_> {
         if version == Version::HTTP_2 {
             self.http2.store(true, Ordering::Relaxed);
         }
         self.answering.fetch_add(1, Ordering::Relaxed);
-        self.last.store(self.since_opened(), Ordering::Relaxed);
         Answering(self)
     }
 

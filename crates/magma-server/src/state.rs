@@ -65,6 +65,19 @@ impl<A> Shared<A> {
         let _ = failure;
     }
 
+    /// `true` when every request's latency is recorded whatever the log
+    /// level: the metrics are on.
+    pub(crate) fn times_requests(&self) -> bool {
+        #[cfg(feature = "metrics")]
+        {
+            self.metrics.is_some()
+        }
+        #[cfg(not(feature = "metrics"))]
+        {
+            false
+        }
+    }
+
     /// Whether this server answers on `route`: `/metrics` only when it has
     /// a registry.
     pub(crate) fn serves(&self, route: Route) -> bool {

@@ -444,6 +444,15 @@ fn spliceable(key: &str, value: &Json) -> bool {
     plain_key && scalar
 }
 
+thread_local! {
+    /// Where [`splice`] writes a new text before copying it into its own
+    /// allocation.
+    static SPLICE_BUFFER: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
+}
+
+/// Largest buffer [`SPLICE_BUFFER`] keeps between splices.
+const SPLICE_BUFFER_KEPT: usize = 64 * 1024;
+
 /// [`Object::insert`] on validated text: the member is written into the text
 /// (its value replaced in place, or appended before the closing brace), and
 /// into the entries too when they were already read.
@@ -461,38 +470,49 @@ fn splice<K: AsRef<str> + Into<String>>(
     } else {
         None
     };
-    let (spliced, old) = match found {
-        Some((start, end)) => {
-            let mut out = String::with_capacity(text.len() - (end - start) + value.size_hint());
-            out.push_str(&text[..start]);
-            value.write_json(&mut out);
-            out.push_str(&text[end..]);
-            let old = match entries_read(read) {
-                Some(_) => None,
-                None => super::kept_text::read_kept_value(&text[start..end]),
-            };
-            (out, old)
-        }
-        None => {
-            // Validated text ends with the object's `}`.
-            let body = &text[..text.len() - 1];
-            let empty = text[1..].trim_start().starts_with('}');
-            let mut out = String::with_capacity(text.len() + k.len() + value.size_hint() + 4);
-            out.push_str(if empty { "{" } else { body });
-            if !empty {
-                out.push(',');
+    // Written into a buffer kept per thread, then copied once into the
+    // new text's own allocation: an agent inserts into every candidate's
+    // memory, and a `String` of its own would be one more allocation each.
+    let (spliced, old) = SPLICE_BUFFER.with_borrow_mut(|out| {
+        out.clear();
+        let spliced = match found {
+            Some((start, end)) => {
+                out.reserve(text.len() - (end - start) + value.size_hint());
+                out.push_str(&text[..start]);
+                value.write_json(out);
+                out.push_str(&text[end..]);
+                let old = match entries_read(read) {
+                    Some(_) => None,
+                    None => super::kept_text::read_kept_value(&text[start..end]),
+                };
+                (Arc::<str>::from(out.as_str()), old)
             }
-            out.push('"');
-            out.push_str(k);
-            out.push_str("\":");
-            value.write_json(&mut out);
-            out.push('}');
-            (out, None)
+            None => {
+                // Validated text ends with the object's `}`.
+                let body = &text[..text.len() - 1];
+                let empty = text[1..].trim_start().starts_with('}');
+                out.reserve(text.len() + k.len() + value.size_hint() + 4);
+                out.push_str(if empty { "{" } else { body });
+                if !empty {
+                    out.push(',');
+                }
+                out.push('"');
+                out.push_str(k);
+                out.push_str("\":");
+                value.write_json(out);
+                out.push('}');
+                (Arc::<str>::from(out.as_str()), None)
+            }
+        };
+        // A long text's buffer is not kept for the thread's lifetime.
+        if out.capacity() > SPLICE_BUFFER_KEPT {
+            *out = String::new();
         }
-    };
+        spliced
+    });
     let mut keys = text.keys;
     keys.add(KeyFilter::of(k.as_bytes()));
-    *text = KeptText::own_folded(Arc::from(spliced), keys);
+    *text = KeptText::own_folded(spliced, keys);
     // What was read of the old text: the entries stay right once changed
     // too, a looked-up value may not.
     match read.take().and_then(|mut r| r.entries.take()) {
