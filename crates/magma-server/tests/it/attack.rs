@@ -158,9 +158,7 @@ async fn replay(server: &Proc, body: String, copies: usize) -> (Vec<u16>, Durati
 async fn attacks_at_default_flags_stay_within_the_budget() {
     let mut server = Proc::start(&[]);
     let (mib, copies) = if full() { (16, 2) } else { (2, 2) };
-    // The health limit of the acceptance is 100 ms; the short form, on a
-    // shared CI machine, allows more but still fails a server that stalls.
-    let health_limit = Duration::from_millis(if full() { 100 } else { 1000 });
+    let health_limit = health_limit();
     let mut report = Vec::new();
     let attacks: [(String, String, u16); 3] = [
         (
@@ -235,10 +233,22 @@ fn check(server: &mut Proc, name: &str, slowest: Duration, before: u64) -> Strin
         server.rss_kib()
     );
     eprintln!("attack: {line}");
-    let health_limit = Duration::from_millis(if full() { 100 } else { 1000 });
-    assert!(slowest <= health_limit, "{name}: /health took {slowest:?}");
+    assert!(slowest <= health_limit(), "{name}: /health took {slowest:?}");
     assert!(peak < CEILING_KIB, "{name}: peak RSS {peak} KiB");
     line
+}
+
+/// The slowest `/health` an attack may cause. The full form (`cargo xtask
+/// attack`, a measurement run by hand on a quiet machine) holds the server
+/// to 100 ms. The short form runs in `cargo test` on shared machines, where
+/// a timing is not a verdict: it only fails a server that stops answering
+/// `/health` (a blocked runtime), and prints the slowest latency it saw.
+fn health_limit() -> Duration {
+    if full() {
+        Duration::from_millis(100)
+    } else {
+        Duration::from_secs(10)
+    }
 }
 
 /// Waits up to a minute (5 s in the short form) for the resident memory
