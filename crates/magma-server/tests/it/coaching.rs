@@ -20,7 +20,7 @@ use magma_server::{
 
 use crate::support::{Reply, TestServer, check_response, send, within};
 
-const SESSIONS: &str = "/v1/coaching/sessions/";
+pub(crate) const SESSIONS: &str = "/v1/coaching/sessions/";
 
 fn config(model: &str, capture_logs: bool) -> String {
     json!({
@@ -51,7 +51,7 @@ fn request(run_id: &str, request_id: &str, kind: &str, additional: Json) -> Stri
     .to_json_string()
 }
 
-async fn put(server: &TestServer, path_id: &str, body: String) -> Reply {
+pub(crate) async fn put(server: &TestServer, path_id: &str, body: String) -> Reply {
     send(
         server.addr,
         Method::PUT,
@@ -62,7 +62,7 @@ async fn put(server: &TestServer, path_id: &str, body: String) -> Reply {
     .await
 }
 
-async fn delete(server: &TestServer, path_id: &str) -> Reply {
+pub(crate) async fn delete(server: &TestServer, path_id: &str) -> Reply {
     send(
         server.addr,
         Method::DELETE,
@@ -73,11 +73,11 @@ async fn delete(server: &TestServer, path_id: &str) -> Reply {
     .await
 }
 
-async fn coach(server: &TestServer, body: &str) -> Reply {
+pub(crate) async fn coach(server: &TestServer, body: &str) -> Reply {
     server.post_json("/v1/coaching", body.to_owned()).await
 }
 
-fn expect_204(reply: &Reply) {
+pub(crate) fn expect_204(reply: &Reply) {
     assert_eq!(reply.status.as_u16(), 204, "body: {}", reply.text());
     assert!(reply.body.is_empty());
 }

@@ -25,9 +25,8 @@ use magma_server::{
 };
 use magma_testkit::redis::RedisServer;
 
+use crate::coaching::{coach, delete, expect_204, put};
 use crate::support::{Reply, TestServer, send, within};
-
-const SESSIONS: &str = "/v1/coaching/sessions/";
 
 /// What one replica's agent saw: sessions it prepared and released, by
 /// run id, and its coach's requests.
@@ -152,36 +151,6 @@ fn request(run_id: &str, request_id: &str, additional: Json) -> String {
         "additional_info": additional
     })
     .to_json_string()
-}
-
-async fn put(server: &TestServer, run_id: &str, body: String) -> Reply {
-    send(
-        server.addr,
-        Method::PUT,
-        &format!("{SESSIONS}{run_id}"),
-        &[("content-type", "application/json")],
-        Bytes::from(body),
-    )
-    .await
-}
-
-async fn delete(server: &TestServer, run_id: &str) -> Reply {
-    send(
-        server.addr,
-        Method::DELETE,
-        &format!("{SESSIONS}{run_id}"),
-        &[],
-        Bytes::new(),
-    )
-    .await
-}
-
-async fn coach(server: &TestServer, body: &str) -> Reply {
-    server.post_json("/v1/coaching", body.to_owned()).await
-}
-
-fn expect_204(reply: &Reply) {
-    assert_eq!(reply.status.as_u16(), 204, "body: {}", reply.text());
 }
 
 /// The `models` the coach saw, from a `200` answer.
