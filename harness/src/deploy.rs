@@ -245,7 +245,7 @@ pub fn run() -> Result<()> {
     }
     if let Some(bad) = log
         .lines()
-        .filter(|l| !l.contains("/v1/coaching"))
+        .filter(|l| !l.contains(COACHING))
         .find(|l| l.starts_with("status=5"))
     {
         bail!("an inference or health request failed while Redis was down: {bad}");
@@ -333,10 +333,13 @@ pub fn run() -> Result<()> {
     Ok(())
 }
 
+/// Every coaching route's path starts with this.
+const COACHING: &str = magma_protocol::routes::Endpoint::Coaching.path();
+
 /// The lines of an access log for coaching routes.
 fn coaching_lines(log: &str) -> String {
     log.lines()
-        .filter(|l| l.contains("/v1/coaching"))
+        .filter(|l| l.contains(COACHING))
         .collect::<Vec<_>>()
         .join("\n")
 }
