@@ -139,66 +139,67 @@ where
             return Reply::new(internal_error());
         }
     };
-    match AgentResponse::assemble(&request, per_input) {
-        Ok(response) => {
-            let n = response.len();
-            let by_code = crate::candidate_errors::by_code(&response);
-            #[cfg(feature = "metrics")]
-            if let Some(m) = &shared.metrics {
-                let errors: u64 = by_code.iter().map(|c| c.count).sum();
-                m.candidates(n as u64 - errors, errors);
-                for c in &by_code {
-                    m.error_candidates(c.code, c.count);
-                }
-            }
-            let now = Instant::now();
-            for c in &by_code {
-                let Some(kept_back) = shared.error_candidates.admit(c.code, c.count, now) else {
-                    continue;
-                };
-                tracing::warn!(
-                    request_id = ?id,
-                    code = c.code,
-                    count = c.count,
-                    of = n,
-                    component = c.component,
-                    message = c.first_message,
-                    kept_back,
-                    "error candidates: the agent answered {} of {n} candidates with error code {:?} (at most one such line per code every {} s; kept_back counts those since the last)",
-                    c.count,
-                    c.code,
-                    crate::candidate_errors::WARN_EVERY.as_secs()
-                );
-            }
-            let limit = shared.max_response_bytes;
-            match limits::answer_body(response.into_candidates(), limit, answer_share).await {
-                Ok(body) => Reply::new(bytes_response(StatusCode::OK, body)).with_candidates(n),
-                Err(limits::WriteError::OverBudget) => over_budget(&shared.body_budget),
-                Err(limits::WriteError::Oversized { at_least }) => {
-                    shared.failed(Failure::Oversized);
-                    tracing::error!(
-                        request_id = ?id,
-                        at_least,
-                        limit,
-                        "the agent's answer is larger than the response limit; answered 500"
-                    );
-                    let msg = format!(
-                        "Internal Server Error: the agent's answer is larger than the server's \
-                         response limit of {limit} bytes (at least {at_least} bytes)"
-                    );
-                    Reply::new(detail(StatusCode::INTERNAL_SERVER_ERROR, &msg))
-                }
-            }
+    // The answer is written straight from the agent's lists: the counts
+    // checked as `AgentResponse::assemble` checks them, no output built.
+    if let Err(e) = AgentResponse::check_counts(&request, &per_input) {
+        shared.failed(Failure::Miscount);
+        tracing::error!(
+            request_id = ?id,
+            error = %e,
+            "the agent returned the wrong number of candidates; answered 500"
+        );
+        let msg = format!(
+            "Internal Server Error: the agent returned the wrong number of candidates ({e})"
+        );
+        return Reply::new(detail(StatusCode::INTERNAL_SERVER_ERROR, &msg));
+    }
+    let n: usize = per_input.iter().map(Vec::len).sum();
+    let by_code = crate::candidate_errors::by_code(&per_input);
+    #[cfg(feature = "metrics")]
+    if let Some(m) = &shared.metrics {
+        let errors: u64 = by_code.iter().map(|c| c.count).sum();
+        m.candidates(n as u64 - errors, errors);
+        for c in &by_code {
+            m.error_candidates(c.code, c.count);
         }
-        Err(e) => {
-            shared.failed(Failure::Miscount);
+    }
+    // The clock is read only for an answer with error candidates.
+    if !by_code.is_empty() {
+        let now = Instant::now();
+        for c in &by_code {
+            let Some(kept_back) = shared.error_candidates.admit(c.code, c.count, now) else {
+                continue;
+            };
+            tracing::warn!(
+                request_id = ?id,
+                code = c.code,
+                count = c.count,
+                of = n,
+                component = c.component,
+                message = c.first_message,
+                kept_back,
+                "error candidates: the agent answered {} of {n} candidates with error code {:?} (at most one such line per code every {} s; kept_back counts those since the last)",
+                c.count,
+                c.code,
+                crate::candidate_errors::WARN_EVERY.as_secs()
+            );
+        }
+    }
+    let limit = shared.max_response_bytes;
+    match limits::answer_body(&request, per_input, limit, answer_share).await {
+        Ok(body) => Reply::new(bytes_response(StatusCode::OK, body)).with_candidates(n),
+        Err(limits::WriteError::OverBudget) => over_budget(&shared.body_budget),
+        Err(limits::WriteError::Oversized { at_least }) => {
+            shared.failed(Failure::Oversized);
             tracing::error!(
                 request_id = ?id,
-                error = %e,
-                "the agent returned the wrong number of candidates; answered 500"
+                at_least,
+                limit,
+                "the agent's answer is larger than the response limit; answered 500"
             );
             let msg = format!(
-                "Internal Server Error: the agent returned the wrong number of candidates ({e})"
+                "Internal Server Error: the agent's answer is larger than the server's \
+                 response limit of {limit} bytes (at least {at_least} bytes)"
             );
             Reply::new(detail(StatusCode::INTERNAL_SERVER_ERROR, &msg))
         }

@@ -344,12 +344,11 @@ impl Object {
                     if let Some(v) = cached.and_then(|r| r.looked_up(text, key)) {
                         return v.as_str();
                     }
-                    let member = super::kept_text::find_member(text, key)?;
-                    let value = text.get(member.value)?;
-                    if !value.starts_with('"') {
+                    let (_, at) = super::kept_text::find_value(text, key)?;
+                    if text.as_bytes().get(at) != Some(&b'"') {
                         return None;
                     }
-                    if let Some(plain) = super::lex::plain_string(value) {
+                    if let Some(plain) = super::kept_text::plain_string_at(text, at) {
                         return Some(plain);
                     }
                     // A string with escapes: decoded (and cached) by `get`.
@@ -357,6 +356,53 @@ impl Object {
             }
         }
         self.get(key).and_then(Json::as_str)
+    }
+
+    /// The string at `index` of the array value of `key`: what
+    /// `get(key).and_then(Json::as_array).and_then(|a| a.get(index)).and_then(Json::as_str)`
+    /// answers, but cheaper on an object still kept as its text (see the
+    /// type docs), as [`get_str`](Object::get_str) is: a string without
+    /// escapes is borrowed from the text, the items before it are skipped
+    /// unread, and nothing is built or cached. Reading the first of the
+    /// `known_robots` this way costs one scan of the attributes' text.
+    ///
+    /// ```
+    /// use magma_protocol::{AgentRequest, json};
+    ///
+    /// let body = r#"{"request_id": "r", "inputs": [{"id": 0,
+    ///     "instruction": {"type": "env", "content": "{}"},
+    ///     "attributes": {"known_robots": ["panda", 7, "ur5e"]}}]}"#;
+    /// let request = AgentRequest::from_slice(body.as_bytes()).unwrap();
+    /// let attributes = &request.inputs()[0].attributes;
+    /// assert_eq!(attributes.get_str_item("known_robots", 0), Some("panda"));
+    /// assert_eq!(attributes.get_str_item("known_robots", 1), None); // not a string
+    /// assert_eq!(attributes.get_str_item("known_robots", 2), Some("ur5e"));
+    /// assert_eq!(attributes.get_str_item("known_robots", 3), None); // no such item
+    /// assert_eq!(attributes.get_str_item("objects", 0), None); // not there
+    /// ```
+    pub fn get_str_item(&self, key: &str, index: usize) -> Option<&str> {
+        if let ObjectRepr::Raw { text, read } = &self.repr {
+            if !text.keys.may_contain(key) {
+                return None;
+            }
+            match read.get() {
+                // Entries read: the map answers below.
+                Some(r) if r.entries.get().is_some() => {}
+                cached => {
+                    if let Some(v) = cached.and_then(|r| r.looked_up(text, key)) {
+                        return str_item(v, index);
+                    }
+                    let (_, at) = super::kept_text::find_value(text, key)?;
+                    match super::kept_text::array_item(text, at, index) {
+                        super::kept_text::Item::Plain(s) => return Some(s),
+                        super::kept_text::Item::Other => return None,
+                        // Decoded (and cached) by `get`.
+                        super::kept_text::Item::Escaped => {}
+                    }
+                }
+            }
+        }
+        self.get(key).and_then(|v| str_item(v, index))
     }
 
     /// `false` when the object is unread text without `key`: answering that
@@ -421,6 +467,11 @@ impl Object {
     pub(crate) fn entries(&self) -> &[(String, Json)] {
         self.map().entries()
     }
+}
+
+/// The string at `index` of `value`, if it is an array with one there.
+fn str_item(value: &Json, index: usize) -> Option<&str> {
+    value.as_array()?.get(index)?.as_str()
 }
 
 /// Parses text that already passed validation, one level deep; cannot fail.

@@ -136,6 +136,11 @@ fn load_short(rest: &[u8]) -> u64 {
     word | 0x2020_2020_2020_2020u64 << (8 * n)
 }
 
+/// `true` when `s` holds a byte that [`write_str`] escapes.
+pub(crate) fn needs_escape(s: &str) -> bool {
+    next_escape(s.as_bytes(), 0) < s.len()
+}
+
 /// Appends `s` as a JSON string, escaped as serde_json does.
 pub(crate) fn write_str(out: &mut String, s: &str) {
     out.reserve(s.len() + 2);

@@ -9,7 +9,7 @@ use std::ops::Deref;
 use serde::ser::{Serialize, SerializeStruct, Serializer};
 
 use crate::error::{Error, ErrorKind};
-use crate::json::write::{write_i64, write_str, write_u64};
+use crate::json::write::{needs_escape, write_i64, write_str, write_u64};
 use crate::json::{Json, Object, Shape, WriteJson, parse_shaped_counted, to_string, to_value};
 use crate::limits::{MAX_REPORTED_ERRORS, READ};
 use crate::validate::{
@@ -537,29 +537,96 @@ impl WriteJson for Outcome {
 
 impl WriteJson for AgentOutput {
     fn write_json(&self, out: &mut String) {
-        out.push_str("{\"request_id\":");
-        write_str(out, &self.request_id);
-        out.push_str(",\"source_id\":");
-        write_i64(out, self.source_id);
-        out.push_str(",\"candidate_index\":");
-        write_u64(out, self.candidate_index);
-        out.push(',');
-        write_status_field(out, &self.outcome);
-        out.push_str("\"memory\":");
-        self.memory.write_json(out);
-        out.push_str(",\"internal_steps\":");
-        self.internal_steps.write_json(out);
-        out.push(',');
-        write_output_and_error(out, &self.outcome);
-        out.push('}');
+        let id = OutputId::new(&self.request_id);
+        write_output(out, id, self.source_id, self.candidate_index, self.parts());
     }
 
     fn size_hint(&self) -> usize {
-        130 + self.request_id.len()
-            + self.memory.size_hint()
-            + self.internal_steps.size_hint()
-            + outcome_size_hint(&self.outcome)
+        output_size_hint(self.request_id.len(), self.parts())
     }
+}
+
+impl AgentOutput {
+    fn parts(&self) -> OutputParts<'_> {
+        OutputParts {
+            memory: &self.memory,
+            internal_steps: &self.internal_steps,
+            outcome: &self.outcome,
+        }
+    }
+}
+
+/// A candidate's request id as its writer writes it: as it is when it
+/// needs no escape (checked once for all the candidates of an answer).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct OutputId<'a> {
+    id: &'a str,
+    plain: bool,
+}
+
+impl<'a> OutputId<'a> {
+    pub(crate) fn new(id: &'a str) -> OutputId<'a> {
+        OutputId {
+            id,
+            plain: !needs_escape(id),
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.id.len()
+    }
+}
+
+/// What a candidate holds besides its ids: an [`AgentOutput`]'s, or an
+/// agent's candidate written as one (`exchange.rs`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct OutputParts<'a> {
+    pub(crate) memory: &'a Object,
+    pub(crate) internal_steps: &'a [Object],
+    pub(crate) outcome: &'a Outcome,
+}
+
+/// The compact JSON of a candidate (an `AgentOutput`) from its parts.
+pub(crate) fn write_output(
+    out: &mut String,
+    id: OutputId<'_>,
+    source_id: i64,
+    candidate_index: u64,
+    parts: OutputParts<'_>,
+) {
+    if id.plain {
+        out.push_str("{\"request_id\":\"");
+        out.push_str(id.id);
+        out.push_str("\",\"source_id\":");
+    } else {
+        out.push_str("{\"request_id\":");
+        write_str(out, id.id);
+        out.push_str(",\"source_id\":");
+    }
+    write_i64(out, source_id);
+    out.push_str(",\"candidate_index\":");
+    write_u64(out, candidate_index);
+    out.push(',');
+    write_status_field(out, parts.outcome);
+    out.push_str("\"memory\":");
+    parts.memory.write_json(out);
+    if parts.internal_steps.is_empty() {
+        out.push_str(",\"internal_steps\":[],");
+    } else {
+        out.push_str(",\"internal_steps\":");
+        parts.internal_steps.write_json(out);
+        out.push(',');
+    }
+    write_output_and_error(out, parts.outcome);
+    out.push('}');
+}
+
+/// [`WriteJson::size_hint`] of a candidate from its parts.
+pub(crate) fn output_size_hint(id_len: usize, parts: OutputParts<'_>) -> usize {
+    130 + id_len
+        + parts.memory.size_hint()
+        + parts.internal_steps.size_hint()
+        + outcome_size_hint(parts.outcome)
 }
 
 impl WriteJson for AgentResponse {
