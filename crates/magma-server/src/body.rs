@@ -125,20 +125,47 @@ where
     B: Body<Data = Bytes>,
     B::Error: Into<BoxError>,
 {
+    let body = json_head(shared, req).map_err(|reply| *reply)?;
+    read_json(shared, body).await
+}
+
+/// The part of [`json_body`] that needs only the request's head, done at
+/// once: the content type, and a declared length over the limit. The body
+/// to read, or the answer (boxed: the usual request has none, and the
+/// futures that hold this result stay small).
+pub(crate) fn json_head<A, B>(shared: &Shared<A>, req: Request<B>) -> Result<B, Box<Reply>>
+where
+    B: Body<Data = Bytes>,
+{
     if !content_type_is_json(req.headers()) {
-        return Err(Reply::new(detail(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "Unsupported Media Type: the body must be application/json",
-        ))
-        .closing());
+        return Err(Box::new(
+            Reply::new(detail(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "Unsupported Media Type: the body must be application/json",
+            ))
+            .closing(),
+        ));
     }
     let limit = shared.max_body_bytes;
     if req.body().size_hint().lower() > limit {
-        return Err(too_large(limit));
+        return Err(Box::new(too_large(limit)));
     }
+    Ok(req.into_body())
+}
+
+/// The rest of [`json_body`]: the body, read within the size and time
+/// limits, not empty; or the answer.
+pub(crate) async fn read_json<A, B>(
+    shared: &Shared<A>,
+    body: B,
+) -> Result<(Bytes, limits::BudgetShare), Reply>
+where
+    B: Body<Data = Bytes>,
+    B::Error: Into<BoxError>,
+{
+    let limit = shared.max_body_bytes;
     let budget = &shared.body_budget;
-    let (bytes, share) = match read_body(req.into_body(), limit, shared.body_timeout, budget).await
-    {
+    let (bytes, share) = match read_body(body, limit, shared.body_timeout, budget).await {
         Ok(read) => read,
         Err(BodyError::TooLarge) => return Err(too_large(limit)),
         Err(BodyError::OverBudget) => return Err(over_budget(budget).closing()),

@@ -2,6 +2,7 @@
 //! its slot and time limit, and its candidates assembled into an answer
 //! that cannot be a malformed `200`.
 
+use std::future::Future;
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -11,7 +12,7 @@ use magma_protocol::{AgentRequest, AgentResponse};
 
 use crate::access::{Ids, truncate};
 use crate::agent::{Agent, Readiness};
-use crate::body::{BoxError, json_body};
+use crate::body::{BoxError, json_head, read_json};
 use crate::context::RequestContext;
 use crate::limits::{self, within};
 use crate::reply::{
@@ -20,15 +21,37 @@ use crate::reply::{
 use crate::state::Shared;
 use crate::unwind::{catch_unwind, panic_message};
 
-/// `POST /v1/responses`.
-pub(crate) async fn responses<A, B>(shared: &Shared<A>, req: Request<B>, ids: &Ids) -> Reply
+/// `POST /v1/responses`: what the request's head decides, at once; the
+/// rest in the future returned, which holds the body, not the request.
+pub(crate) fn responses<'a, A, B>(
+    shared: &'a Shared<A>,
+    req: Request<B>,
+    ids: &'a Ids,
+) -> impl Future<Output = Reply> + Send + 'a
 where
     A: Agent,
-    B: Body<Data = Bytes>,
+    B: Body<Data = Bytes> + Send + 'a,
+    B::Error: Into<BoxError>,
+{
+    let head = json_head(shared, req);
+    async move {
+        match head {
+            Ok(body) => answer(shared, body, ids).await,
+            Err(reply) => *reply,
+        }
+    }
+}
+
+/// The rest of [`responses`]: the body read and parsed, the agent asked,
+/// the answer written.
+async fn answer<A, B>(shared: &Shared<A>, body: B, ids: &Ids) -> Reply
+where
+    A: Agent,
+    B: Body<Data = Bytes> + Send,
     B::Error: Into<BoxError>,
 {
     // The share of the body budget is held until the request is answered.
-    let (bytes, share) = match json_body(shared, req).await {
+    let (bytes, share) = match read_json(shared, body).await {
         Ok(read) => read,
         Err(reply) => return reply,
     };

@@ -67,6 +67,10 @@ pub(crate) async fn off_runtime<T: Send + 'static>(
 /// and the timer armed only when that poll does not finish `fut`: a body
 /// that arrived with its head, or an agent that answers at once, costs
 /// neither. `Err(())` when the limit passed.
+///
+/// The timer is boxed, made only when it is needed: a future that holds
+/// it inline (tokio's `Timeout`) would make every caller's future larger by
+/// its size, and every request's future is moved into place as a whole.
 pub(crate) async fn within<F: Future>(limit: Duration, fut: F) -> Result<F::Output, ()> {
     let mut fut = std::pin::pin!(fut);
     let first = std::future::poll_fn(|cx| Poll::Ready(fut.as_mut().poll(cx))).await;
@@ -74,11 +78,24 @@ pub(crate) async fn within<F: Future>(limit: Duration, fut: F) -> Result<F::Outp
         return Ok(out);
     }
     // The first poll took no time worth counting (it did not wait).
-    match tokio::time::Instant::now().checked_add(limit) {
-        Some(deadline) => tokio::time::timeout_at(deadline, fut).await.map_err(|_| ()),
+    let Some(deadline) = tokio::time::Instant::now().checked_add(limit) else {
         // A limit past any representable instant never comes.
-        None => Ok(fut.await),
-    }
+        return Ok(fut.await);
+    };
+    // Outside the task's cooperative budget, so that a future that spends
+    // the budget on every poll cannot keep its timer from firing (tokio's
+    // `Timeout` does the same for such a future).
+    let mut timer = Box::pin(tokio::task::unconstrained(tokio::time::sleep_until(
+        deadline,
+    )));
+    // As tokio's `Timeout`: the future first, then the timer.
+    std::future::poll_fn(|cx| {
+        if let Poll::Ready(out) = fut.as_mut().poll(cx) {
+            return Poll::Ready(Ok(out));
+        }
+        timer.as_mut().poll(cx).map(|()| Err(()))
+    })
+    .await
 }
 
 /// How long a request waits for room in the body budget before it is
@@ -128,23 +145,29 @@ pub(crate) struct BudgetShare {
 impl BudgetShare {
     /// Adds `n` bytes to this share, waiting up to [`BUDGET_WAIT`] for
     /// them. `false` when they did not become free in time.
+    ///
+    /// Bytes free now are taken without a future of the semaphore's: the
+    /// wait (its queue entry and timer) is boxed, made only when needed, so
+    /// that the futures that take bytes stay small.
     pub(crate) async fn take(&mut self, n: usize) -> bool {
-        if n == 0 {
+        if self.try_take(n) {
             return true;
         }
         let Ok(n32) = u32::try_from(n) else {
             return false;
         };
-        let permit = match self.bytes.try_acquire_many(n32) {
-            Ok(permit) => permit,
-            Err(_) => match tokio::time::timeout(BUDGET_WAIT, self.bytes.acquire_many(n32)).await {
-                Ok(Ok(permit)) => permit,
-                _ => return false,
-            },
-        };
-        permit.forget();
-        self.held += n;
-        true
+        let wait = Box::pin(tokio::time::timeout(
+            BUDGET_WAIT,
+            self.bytes.acquire_many(n32),
+        ));
+        match wait.await {
+            Ok(Ok(permit)) => {
+                permit.forget();
+                self.held += n;
+                true
+            }
+            _ => false,
+        }
     }
 }
 
