@@ -461,9 +461,14 @@ impl WriteJson for ToolCall {
     fn write_json(&self, out: &mut String) {
         out.push_str("{\"name\":");
         write_str(out, &self.name);
-        out.push_str(",\"arguments\":");
-        self.arguments.write_json(out);
-        out.push_str(",\"target_robot_name\":");
+        // An empty map writes `{}` (kept text is written as it was read).
+        if self.arguments.raw_text().is_none() && self.arguments.is_empty() {
+            out.push_str(",\"arguments\":{},\"target_robot_name\":");
+        } else {
+            out.push_str(",\"arguments\":");
+            self.arguments.write_json(out);
+            out.push_str(",\"target_robot_name\":");
+        }
         write_str(out, &self.target_robot_name);
         out.push('}');
     }
@@ -475,9 +480,13 @@ impl WriteJson for ToolCall {
 
 impl WriteJson for AgentDecision {
     fn write_json(&self, out: &mut String) {
-        out.push_str("{\"say\":");
-        write_str(out, &self.say);
-        out.push_str(",\"tool_calls\":");
+        if self.say.is_empty() {
+            out.push_str("{\"say\":\"\",\"tool_calls\":");
+        } else {
+            out.push_str("{\"say\":");
+            write_str(out, &self.say);
+            out.push_str(",\"tool_calls\":");
+        }
         self.tool_calls.write_json(out);
         out.push('}');
     }
@@ -587,6 +596,8 @@ pub(crate) struct OutputParts<'a> {
 }
 
 /// The compact JSON of a candidate (an `AgentOutput`) from its parts.
+/// The punctuation and keys between two values go out as one piece: a
+/// candidate has about a dozen of them, each a capacity check and a copy.
 pub(crate) fn write_output(
     out: &mut String,
     id: OutputId<'_>,
@@ -606,19 +617,29 @@ pub(crate) fn write_output(
     write_i64(out, source_id);
     out.push_str(",\"candidate_index\":");
     write_u64(out, candidate_index);
-    out.push(',');
-    write_status_field(out, parts.outcome);
-    out.push_str("\"memory\":");
+    out.push_str(match parts.outcome {
+        Outcome::Completed(_) => ",\"status\":\"completed\",\"memory\":",
+        Outcome::Error(_) => ",\"status\":\"error\",\"memory\":",
+    });
     parts.memory.write_json(out);
     if parts.internal_steps.is_empty() {
-        out.push_str(",\"internal_steps\":[],");
+        out.push_str(",\"internal_steps\":[],\"output\":");
     } else {
         out.push_str(",\"internal_steps\":");
         parts.internal_steps.write_json(out);
-        out.push(',');
+        out.push_str(",\"output\":");
     }
-    write_output_and_error(out, parts.outcome);
-    out.push('}');
+    match parts.outcome {
+        Outcome::Completed(decision) => {
+            decision.write_json(out);
+            out.push_str(",\"error\":null}");
+        }
+        Outcome::Error(error) => {
+            out.push_str("null,\"error\":");
+            error.write_json(out);
+            out.push('}');
+        }
+    }
 }
 
 /// [`WriteJson::size_hint`] of a candidate from its parts.
