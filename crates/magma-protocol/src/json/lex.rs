@@ -107,6 +107,7 @@ pub(crate) fn is_number_lexeme(text: &[u8]) -> bool {
 /// character or the end of `src`. An escape is skipped as a backslash and the
 /// byte after it (the rest of a `\uXXXX` is plain), without checking it: this
 /// sizes a buffer, and skips strings in validated text.
+#[inline]
 pub(crate) fn escaped_string_end(src: &[u8], mut i: usize) -> usize {
     loop {
         i = plain_run_end(src, i);

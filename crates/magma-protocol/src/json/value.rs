@@ -341,6 +341,9 @@ impl Object {
                 // Entries read: the map answers below.
                 Some(r) if r.entries.get().is_some() => {}
                 cached => {
+                    // The text once: each look at a chunk's stretch checks
+                    // its bounds.
+                    let text: &str = text;
                     if let Some(v) = cached.and_then(|r| r.looked_up(text, key)) {
                         return v.as_str();
                     }
@@ -389,6 +392,7 @@ impl Object {
                 // Entries read: the map answers below.
                 Some(r) if r.entries.get().is_some() => {}
                 cached => {
+                    let text: &str = text;
                     if let Some(v) = cached.and_then(|r| r.looked_up(text, key)) {
                         return str_item(v, index);
                     }
