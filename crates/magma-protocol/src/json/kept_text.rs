@@ -140,17 +140,23 @@ pub(crate) fn find_value(text: &str, key: &str) -> Option<(usize, usize)> {
             return None;
         }
         let start = i + 1;
-        let end = escaped_string_end(src, start);
+        // The key looked up is recognised by its bytes and the quote after
+        // them (no key holds an unescaped quote), before any scan of it.
+        let after = start + written.len();
+        let end = if src.get(start..after) == Some(written) && src.get(after) == Some(&b'"') {
+            i = ws_end(src, after + 1);
+            if src.get(i) != Some(&b':') {
+                return None;
+            }
+            return Some((start, ws_end(src, i + 1)));
+        } else {
+            escaped_string_end(src, start)
+        };
         i = ws_end(src, end + 1);
         if src.get(i) != Some(&b':') {
             return None;
         }
         i = ws_end(src, i + 1);
-        // The key compared before its value is skipped: the value of the
-        // key looked up is not skipped at all.
-        if src.get(start..end) == Some(written) {
-            return Some((start, i));
-        }
         i = skip_validated_value(src, i)?;
         i = ws_end(src, i);
         if src.get(i) != Some(&b',') {
