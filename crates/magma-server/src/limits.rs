@@ -256,6 +256,7 @@ type Hints = [usize; KEPT_HINTS];
 /// of the assembled response.
 fn write_candidates_with(
     request: &AgentRequest,
+    writer: &OutputWriter<'_>,
     per_input: Vec<Vec<Candidate>>,
     limit: usize,
     capacity: usize,
@@ -265,7 +266,6 @@ fn write_candidates_with(
     let oversized = |at_least: usize| WriteError::Oversized {
         at_least: at_least as u64,
     };
-    let writer = OutputWriter::new(request);
     let mut out = String::with_capacity(capacity);
     let mut allowed = out.capacity();
     out.push('[');
@@ -325,7 +325,7 @@ fn write_candidates(
     let mut hints = [0; KEPT_HINTS];
     let writer = OutputWriter::new(request);
     let capacity = answer_capacity(&writer, &per_input, limit, &mut hints);
-    write_candidates_with(request, per_input, limit, capacity, &hints, &mut |_| true)
+    write_candidates_with(request, &writer, per_input, limit, capacity, &hints, &mut |_| true)
 }
 
 /// An answer's text and its share of the budget, freed together.
@@ -371,7 +371,7 @@ pub(crate) async fn answer_body(
     if !share.take(capacity.saturating_sub(share.held)).await {
         return Err(WriteError::OverBudget);
     }
-    let text = write_candidates_with(request, per_input, limit, capacity, &hints, &mut |n| {
+    let text = write_candidates_with(request, &writer, per_input, limit, capacity, &hints, &mut |n| {
         share.try_take(n.saturating_sub(share.held))
     })?;
     Ok(Bytes::from_owner(HeldAnswer {

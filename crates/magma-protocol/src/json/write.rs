@@ -84,7 +84,7 @@ fn escape_lanes(w: u64) -> u64 {
 /// The index of the first byte at or after `i` that needs an escape, or
 /// `bytes.len()`. Reads eight bytes at a time, the last (partial) eight too,
 /// so that short strings and tails cost no byte-by-byte loop.
-#[inline]
+#[inline(always)]
 fn next_escape(bytes: &[u8], mut i: usize) -> usize {
     const SPACES: u64 = 0x2020_2020_2020_2020;
     while let Some(chunk) = bytes.get(i..).and_then(<[u8]>::first_chunk::<8>) {
@@ -146,14 +146,20 @@ pub(crate) fn write_str(out: &mut String, s: &str) {
     out.reserve(s.len() + 2);
     out.push('"');
     let bytes = s.as_bytes();
-    let mut start = 0;
+    let mut start = next_escape(bytes, 0);
+    // The usual string needs no escape: one copy.
+    out.push_str(s.get(..start).unwrap_or_default());
+    if start == bytes.len() {
+        out.push('"');
+        return;
+    }
     loop {
-        let i = next_escape(bytes, start);
-        // Runs end before an ASCII byte or at the end: always a char boundary.
-        out.push_str(&s[start..i]);
-        let Some(&b) = bytes.get(i) else { break };
+        let Some(&b) = bytes.get(start) else { break };
         push_escape(out, b);
-        start = i + 1;
+        let i = next_escape(bytes, start + 1);
+        // Runs end before an ASCII byte or at the end: always a char boundary.
+        out.push_str(&s[start + 1..i]);
+        start = i;
     }
     out.push('"');
 }
