@@ -528,30 +528,32 @@ fn splice<K: AsRef<str> + Into<String>>(
     // Written into a buffer kept per thread, then copied once into the
     // new text's own allocation: an agent inserts into every candidate's
     // memory, and a `String` of its own would be one more allocation each.
+    // The text once: each look at a chunk's stretch checks its bounds.
+    let t: &str = text;
     let (spliced, old) = SPLICE_BUFFER.with_borrow_mut(|out| {
         out.clear();
         let spliced = match found {
             Some((start, end)) => {
-                out.reserve(text.len() - (end - start) + value.size_hint());
-                out.push_str(&text[..start]);
+                out.reserve(t.len() - (end - start) + value.size_hint());
+                out.push_str(&t[..start]);
                 value.write_json(out);
-                out.push_str(&text[end..]);
+                out.push_str(&t[end..]);
                 let old = match entries_read(read) {
                     Some(_) => None,
-                    None => super::kept_text::read_kept_value(&text[start..end]),
+                    None => super::kept_text::read_kept_value(&t[start..end]),
                 };
                 (Arc::<str>::from(out.as_str()), old)
             }
             None => {
                 // Validated text ends with the object's `}`.
-                let body = &text[..text.len() - 1];
-                let empty = text[1..].trim_start().starts_with('}');
-                out.reserve(text.len() + k.len() + value.size_hint() + 4);
-                out.push_str(if empty { "{" } else { body });
+                let body = t.get(..t.len() - 1).unwrap_or_default();
+                let first = super::lex::ws_end(t.as_bytes(), 1);
+                let empty = t.as_bytes().get(first) == Some(&b'}');
+                out.reserve(t.len() + k.len() + value.size_hint() + 4);
+                out.push_str(if empty { "{\"" } else { body });
                 if !empty {
-                    out.push(',');
+                    out.push_str(",\"");
                 }
-                out.push('"');
                 out.push_str(k);
                 out.push_str("\":");
                 value.write_json(out);
