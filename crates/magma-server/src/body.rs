@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::header::CONTENT_TYPE;
-use http::{HeaderMap, Request, StatusCode};
+use http::{HeaderMap, HeaderValue, Request, StatusCode};
 use http_body_util::BodyExt;
 use hyper::body::Body;
 
@@ -20,7 +20,12 @@ pub(crate) type BoxError = Box<dyn StdError + Send + Sync>;
 /// `application/json` or `application/<anything>+json`, parameters allowed,
 /// as FastAPI decides; a missing or empty header counts as JSON.
 pub(crate) fn content_type_is_json(headers: &HeaderMap) -> bool {
-    let Some(value) = headers.get(CONTENT_TYPE) else {
+    is_json(headers.get(CONTENT_TYPE))
+}
+
+/// [`content_type_is_json`] of the first `Content-Type` value, if any.
+pub(crate) fn is_json(content_type: Option<&HeaderValue>) -> bool {
+    let Some(value) = content_type else {
         return true;
     };
     // The usual value, compared before any parsing.
@@ -125,7 +130,8 @@ where
     B: Body<Data = Bytes>,
     B::Error: Into<BoxError>,
 {
-    let body = json_head(shared, req).map_err(|reply| *reply)?;
+    let json = content_type_is_json(req.headers());
+    let body = json_head(shared, req, json).map_err(|reply| *reply)?;
     read_json(shared, body).await
 }
 
@@ -133,11 +139,18 @@ where
 /// once: the content type, and a declared length over the limit. The body
 /// to read, or the answer (boxed: the usual request has none, and the
 /// futures that hold this result stay small).
-pub(crate) fn json_head<A, B>(shared: &Shared<A>, req: Request<B>) -> Result<B, Box<Reply>>
+///
+/// `json`: the request's content type is JSON ([`content_type_is_json`],
+/// which the dispatcher found reading the head's headers once).
+pub(crate) fn json_head<A, B>(
+    shared: &Shared<A>,
+    req: Request<B>,
+    json: bool,
+) -> Result<B, Box<Reply>>
 where
     B: Body<Data = Bytes>,
 {
-    if !content_type_is_json(req.headers()) {
+    if !json {
         return Err(Box::new(
             Reply::new(detail(
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,

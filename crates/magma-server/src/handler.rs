@@ -11,15 +11,15 @@ use std::panic::{AssertUnwindSafe, catch_unwind as catch};
 use std::pin::Pin;
 
 use bytes::Bytes;
-use http::header::{ALLOW, HOST};
-use http::{HeaderMap, Request, Response, StatusCode, Version};
+use http::header::{ALLOW, CONTENT_TYPE, HOST};
+use http::{HeaderMap, HeaderValue, Request, Response, StatusCode, Version};
 use http_body_util::Full;
 use hyper::body::Body;
 use tracing::Instrument;
 
-use crate::access::{Access, Ids};
+use crate::access::{Access, Ids, REQUEST_ID};
 use crate::agent::Agent;
-use crate::body::BoxError;
+use crate::body::{BoxError, is_json};
 use crate::reply::{Reply, detail, internal_error};
 use crate::routes::{Handler, Route};
 use crate::state::Shared;
@@ -39,20 +39,23 @@ where
     B: Body<Data = Bytes> + Send,
     B::Error: Into<BoxError>,
 {
+    let head = Head::of(req.headers());
     let mut access = Access::new(
         req.method(),
         req.uri(),
         req.version(),
         req.headers(),
+        head.x_request_id,
         peer,
         &shared.trusted_proxies,
         shared.times_requests(),
     );
+    let facts = head.facts();
     // What the request's head decides is decided at once, in the span;
     // a route that reads a body or waits continues in a boxed future.
     let routed = {
         let _in_span = access.ids().span.enter();
-        catch(AssertUnwindSafe(|| route(shared, req, access.ids())))
+        catch(AssertUnwindSafe(|| route(shared, req, facts, access.ids())))
     };
     // Moved into the `match`: what it borrows of the access record is
     // given back before the record is finished.
@@ -96,13 +99,18 @@ enum Routed<'a> {
 /// The request's route (below the path prefix) and method looked up in the
 /// table, and its handler called; `404` and `405` (with the route's
 /// `Allow`) when there is none.
-fn route<'a, A, B>(shared: &'a Shared<A>, req: Request<B>, ids: &'a Ids) -> Routed<'a>
+fn route<'a, A, B>(
+    shared: &'a Shared<A>,
+    req: Request<B>,
+    facts: Facts,
+    ids: &'a Ids,
+) -> Routed<'a>
 where
     A: Agent,
     B: Body<Data = Bytes> + Send + 'a,
     B::Error: Into<BoxError>,
 {
-    if req.version() == Version::HTTP_11 && !one_host(req.headers()) {
+    if req.version() == Version::HTTP_11 && !facts.one_host {
         return Routed::Done(
             Reply::new(detail(
                 StatusCode::BAD_REQUEST,
@@ -137,7 +145,7 @@ where
         Handler::OpenApi => return Routed::Done(get_routes::openapi(shared).at(route)),
         #[cfg(feature = "metrics")]
         Handler::Metrics => return Routed::Done(get_routes::metrics(shared).at(route)),
-        Handler::Responses => Box::pin(inference::responses(shared, req, ids)),
+        Handler::Responses => Box::pin(inference::responses(shared, req, facts.json, ids)),
         Handler::Coaching => Box::pin(coaching_routes::coaching(shared, req, ids)),
         Handler::OpenSession => {
             let segment = segment();
@@ -151,8 +159,49 @@ where
     Routed::Pending(route, future)
 }
 
-/// RFC 9112, section 3.2: an HTTP/1.1 request has exactly one `Host`.
-fn one_host(headers: &HeaderMap) -> bool {
-    let mut hosts = headers.get_all(HOST).iter();
-    hosts.next().is_some() && hosts.next().is_none()
+/// What the dispatcher and the access record read of a request's headers,
+/// found in one pass over them rather than one lookup (a hash of the name)
+/// each.
+struct Head<'h> {
+    hosts: usize,
+    content_type: Option<&'h HeaderValue>,
+    x_request_id: Option<&'h HeaderValue>,
+}
+
+/// What the routes need of [`Head`], without its borrow of the request.
+#[derive(Clone, Copy)]
+struct Facts {
+    /// RFC 9112, section 3.2: an HTTP/1.1 request has exactly one `Host`.
+    one_host: bool,
+    /// The content type is JSON, or missing ([`crate::body::content_type_is_json`]).
+    json: bool,
+}
+
+impl<'h> Head<'h> {
+    fn of(headers: &'h HeaderMap) -> Head<'h> {
+        let mut head = Head {
+            hosts: 0,
+            content_type: None,
+            x_request_id: None,
+        };
+        // Each value in order (a repeated header's too): the first value
+        // of a name is the one `HeaderMap::get` gives.
+        for (name, value) in headers {
+            if *name == HOST {
+                head.hosts += 1;
+            } else if *name == CONTENT_TYPE {
+                head.content_type.get_or_insert(value);
+            } else if *name == REQUEST_ID {
+                head.x_request_id.get_or_insert(value);
+            }
+        }
+        head
+    }
+
+    fn facts(&self) -> Facts {
+        Facts {
+            one_host: self.hosts == 1,
+            json: is_json(self.content_type),
+        }
+    }
 }

@@ -23,9 +23,11 @@ use crate::unwind::{catch_unwind, panic_message};
 
 /// `POST /v1/responses`: what the request's head decides, at once; the
 /// rest in the future returned, which holds the body, not the request.
+/// `json`: its content type is JSON (the dispatcher read the headers).
 pub(crate) fn responses<'a, A, B>(
     shared: &'a Shared<A>,
     req: Request<B>,
+    json: bool,
     ids: &'a Ids,
 ) -> impl Future<Output = Reply> + Send + 'a
 where
@@ -33,7 +35,7 @@ where
     B: Body<Data = Bytes> + Send + 'a,
     B::Error: Into<BoxError>,
 {
-    let head = json_head(shared, req);
+    let head = json_head(shared, req, json);
     async move {
         match head {
             Ok(body) => answer(shared, body, ids).await,
