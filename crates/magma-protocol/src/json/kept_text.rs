@@ -169,6 +169,7 @@ pub(crate) fn find_value(text: &str, key: &str) -> Option<(usize, usize)> {
 /// The content of the string that starts at `at` (its opening quote) in
 /// validated text, borrowed, when it has no escape; `None` for any other
 /// value, and for a string with escapes (which needs decoding).
+#[inline]
 pub(crate) fn plain_string_at(text: &str, at: usize) -> Option<&str> {
     let src = text.as_bytes();
     if src.get(at) != Some(&b'"') {

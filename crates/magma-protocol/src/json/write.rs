@@ -215,8 +215,14 @@ pub(crate) fn write_bool(out: &mut String, b: bool) {
 
 /// `-?(0|[1-9][0-9]*)`: what `itoa` prints back for the integers it can
 /// hold, so the lexeme can be copied.
+#[cfg(test)]
 fn is_canonical_integer(text: &str) -> bool {
-    let digits = text.strip_prefix('-').unwrap_or(text).as_bytes();
+    canonical_integer(text.as_bytes())
+}
+
+/// [`is_canonical_integer`] of a lexeme's bytes.
+fn canonical_integer(text: &[u8]) -> bool {
+    let digits = text.strip_prefix(b"-").unwrap_or(text);
     match digits {
         [] => false,
         [d] => d.is_ascii_digit(),
@@ -226,14 +232,21 @@ fn is_canonical_integer(text: &str) -> bool {
 
 impl WriteJson for Number {
     fn write_json(&self, out: &mut String) {
-        let text = self.as_str();
+        let bytes = self.lexeme_bytes();
         // The `Serialize` impl prints a canonical integer lexeme back as it
         // is (through `itoa`, or verbatim for `-0` and beyond `u64`). Every
         // other lexeme takes that impl's steps, one by one.
-        if is_canonical_integer(text) {
-            out.push_str(text);
+        if canonical_integer(bytes) {
+            if bytes.len() <= 8 {
+                // A few ASCII digits, pushed as they are: cheaper than
+                // checking them as a `str` and copying them.
+                out.extend(bytes.iter().copied().map(char::from));
+            } else {
+                out.push_str(self.as_str());
+            }
             return;
         }
+        let text = self.as_str();
         if self.is_integer() {
             if let Ok(i) = text.parse::<i64>() {
                 if text != "-0" {
@@ -255,11 +268,11 @@ impl WriteJson for Number {
     fn size_hint(&self) -> usize {
         // Exact for an integer written back as it is (the usual case, and
         // what `Object::insert` sizes kept text with).
-        let text = self.as_str();
-        if is_canonical_integer(text) {
-            text.len()
+        let bytes = self.lexeme_bytes();
+        if canonical_integer(bytes) {
+            bytes.len()
         } else {
-            text.len() + 2
+            bytes.len() + 2
         }
     }
 }
