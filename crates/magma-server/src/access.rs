@@ -73,7 +73,10 @@ impl Access {
     /// `x_request_id` is its first `X-Request-Id` header, if any; `peer` is
     /// the connection's remote address, when known; `timed`: the request's
     /// latency is needed whatever the log level (metrics).
-    #[allow(clippy::too_many_arguments, reason = "the parts of a request's head, each once")]
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "the parts of a request's head, each once"
+    )]
     pub(crate) fn new(
         method: &Method,
         uri: &Uri,

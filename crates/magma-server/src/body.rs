@@ -74,6 +74,8 @@ where
 {
     let limit = usize::try_from(limit).unwrap_or(usize::MAX);
     let mut share = budget.share();
+    // Pinned in this future, and given back (with its borrow of `share`)
+    // once read.
     let read = async {
         let mut body = std::pin::pin!(body);
         let hint = usize::try_from(body.size_hint().lower()).unwrap_or(usize::MAX);
@@ -113,7 +115,11 @@ where
             None => Bytes::from(out),
         })
     };
-    match within(timeout, read).await {
+    let read = {
+        let read = std::pin::pin!(read);
+        within(timeout, read).await
+    };
+    match read {
         Err(()) => Err(BodyError::TimedOut),
         Ok(Err(e)) => Err(e),
         Ok(Ok(bytes)) => Ok((bytes, share)),

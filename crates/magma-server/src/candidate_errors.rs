@@ -82,11 +82,7 @@ pub(crate) struct CodeCount<'a> {
 /// code, in order of first appearance.
 pub(crate) fn by_code(per_input: &[Vec<Candidate>]) -> Vec<CodeCount<'_>> {
     let mut out: Vec<CodeCount<'_>> = Vec::new();
-    for error in per_input
-        .iter()
-        .flatten()
-        .filter_map(|c| c.outcome.error())
-    {
+    for error in per_input.iter().flatten().filter_map(|c| c.outcome.error()) {
         let code = cut(error.code.as_str(), MAX_CODE_CHARS);
         match out.iter_mut().find(|c| c.code == code) {
             Some(seen) => seen.count += 1,

@@ -99,12 +99,7 @@ enum Routed<'a> {
 /// The request's route (below the path prefix) and method looked up in the
 /// table, and its handler called; `404` and `405` (with the route's
 /// `Allow`) when there is none.
-fn route<'a, A, B>(
-    shared: &'a Shared<A>,
-    req: Request<B>,
-    facts: Facts,
-    ids: &'a Ids,
-) -> Routed<'a>
+fn route<'a, A, B>(shared: &'a Shared<A>, req: Request<B>, facts: Facts, ids: &'a Ids) -> Routed<'a>
 where
     A: Agent,
     B: Body<Data = Bytes> + Send + 'a,

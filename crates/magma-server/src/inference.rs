@@ -113,7 +113,7 @@ where
         candidates = wanted as u64,
         "inference started"
     );
-    let inference = async {
+    let inference = std::pin::pin!(async {
         #[cfg(feature = "metrics")]
         let waiting = shared.metrics.as_ref().map(crate::Metrics::waiting);
         // The semaphore lives as long as `shared` and is never closed. A
@@ -131,7 +131,7 @@ where
         // route's, and a box of its own would be one more allocation.
         let answering = std::pin::pin!(context.clone().scope(shared.agent.respond_batch(&request)));
         catch_unwind(answering).await
-    };
+    });
     let outcome = match shared.inference_timeout {
         None => inference.await,
         Some(limit) => match within(limit, inference).await {

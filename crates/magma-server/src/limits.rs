@@ -6,6 +6,7 @@
 //! estimate) before it calls the agent, and [`write_candidates`] to turn the
 //! candidates into a body.
 
+use std::pin::Pin;
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
@@ -68,11 +69,15 @@ pub(crate) async fn off_runtime<T: Send + 'static>(
 /// that arrived with its head, or an agent that answers at once, costs
 /// neither. `Err(())` when the limit passed.
 ///
-/// The timer is boxed, made only when it is needed: a future that holds
-/// it inline (tokio's `Timeout`) would make every caller's future larger by
-/// its size, and every request's future is moved into place as a whole.
-pub(crate) async fn within<F: Future>(limit: Duration, fut: F) -> Result<F::Output, ()> {
-    let mut fut = std::pin::pin!(fut);
+/// The timer is boxed, made only when it is needed, and `fut` is pinned
+/// by the caller, in its own future: holding either here (tokio's `Timeout`
+/// holds both) would make every caller's future larger by its size (a
+/// future taken by value is held twice, as the argument and as the pinned
+/// copy), and every request's future is moved into place as a whole.
+pub(crate) async fn within<F: Future>(
+    limit: Duration,
+    mut fut: Pin<&mut F>,
+) -> Result<F::Output, ()> {
     let first = std::future::poll_fn(|cx| Poll::Ready(fut.as_mut().poll(cx))).await;
     if let Poll::Ready(out) = first {
         return Ok(out);
@@ -325,7 +330,15 @@ fn write_candidates(
     let mut hints = [0; KEPT_HINTS];
     let writer = OutputWriter::new(request);
     let capacity = answer_capacity(&writer, &per_input, limit, &mut hints);
-    write_candidates_with(request, &writer, per_input, limit, capacity, &hints, &mut |_| true)
+    write_candidates_with(
+        request,
+        &writer,
+        per_input,
+        limit,
+        capacity,
+        &hints,
+        &mut |_| true,
+    )
 }
 
 /// An answer's text and its share of the budget, freed together.
@@ -371,9 +384,15 @@ pub(crate) async fn answer_body(
     if !share.take(capacity.saturating_sub(share.held)).await {
         return Err(WriteError::OverBudget);
     }
-    let text = write_candidates_with(request, &writer, per_input, limit, capacity, &hints, &mut |n| {
-        share.try_take(n.saturating_sub(share.held))
-    })?;
+    let text = write_candidates_with(
+        request,
+        &writer,
+        per_input,
+        limit,
+        capacity,
+        &hints,
+        &mut |n| share.try_take(n.saturating_sub(share.held)),
+    )?;
     Ok(Bytes::from_owner(HeldAnswer {
         text,
         _share: share,

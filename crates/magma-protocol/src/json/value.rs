@@ -918,7 +918,10 @@ json_from_int!(i8 i16 i32 i64 i128 isize u8 u16 u32 u64 u128 usize);
 #[derive(Clone)]
 enum Lexeme {
     /// The first `len` bytes of `bytes`: an ASCII lexeme.
-    Short { len: u8, bytes: [u8; SHORT_LEXEME] },
+    Short {
+        len: u8,
+        bytes: [u8; SHORT_LEXEME],
+    },
     Long(Box<str>),
 }
 

@@ -233,7 +233,10 @@ fn check(server: &mut Proc, name: &str, slowest: Duration, before: u64) -> Strin
         server.rss_kib()
     );
     eprintln!("attack: {line}");
-    assert!(slowest <= health_limit(), "{name}: /health took {slowest:?}");
+    assert!(
+        slowest <= health_limit(),
+        "{name}: /health took {slowest:?}"
+    );
     assert!(peak < CEILING_KIB, "{name}: peak RSS {peak} KiB");
     line
 }
