@@ -57,8 +57,9 @@ where
         let _in_span = access.ids().span.enter();
         catch(AssertUnwindSafe(|| route(shared, req, facts, access.ids())))
     };
-    // Moved into the `match`: what it borrows of the access record is
-    // given back before the record is finished.
+    // Moved into the `match` (the block): what it borrows of the access
+    // record is given back before the record is finished.
+    #[allow(clippy::blocks_in_conditions, reason = "the block moves `routed`")]
     let reply = match { routed } {
         Ok(Routed::Done(reply)) => reply,
         Ok(Routed::Pending(route, future)) => {

@@ -153,8 +153,7 @@ pub(crate) fn write_str(out: &mut String, s: &str) {
         out.push('"');
         return;
     }
-    loop {
-        let Some(&b) = bytes.get(start) else { break };
+    while let Some(&b) = bytes.get(start) {
         push_escape(out, b);
         let i = next_escape(bytes, start + 1);
         // Runs end before an ASCII byte or at the end: always a char boundary.
