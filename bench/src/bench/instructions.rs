@@ -72,6 +72,10 @@ const STAGES: &[Stage] = &[
             "magma_server::limits::expected_answer_bytes",
             "magma_server::context::",
             "magma_server::unwind::",
+            // The inference's and the route's pinned futures, polled
+            // through `Pin<&mut F>`: the poll is the request's, what it
+            // calls (the agent) is counted by its own stage.
+            "<core::pin::Pin<P> as core::future::future::Future>::poll",
             "tracing::instrument::",
             "drop_in_place<magma_server::handler::",
             "drop_in_place<magma_server::access::",
@@ -93,7 +97,9 @@ const STAGES: &[Stage] = &[
         name: "reading the body",
         magma: &[
             "magma_server::body::read_body",
+            "magma_server::body::read_json",
             "drop_in_place<magma_server::body::read_body",
+            "drop_in_place<magma_server::body::read_json",
             "<core::future::poll_fn::PollFn<F> as core::future::future::Future>::poll'2",
         ],
         floor: &[

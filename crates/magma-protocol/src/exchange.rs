@@ -6,7 +6,10 @@ use std::fmt;
 use crate::error::{ErrorKind, Issue};
 use crate::json::{Location, Object, Segment, nth_container};
 use crate::limits::READ;
-use crate::model::{AgentInput, AgentOutput, AgentRequest, AgentResponse, Outcome};
+use crate::model::{
+    AgentInput, AgentOutput, AgentRequest, AgentResponse, Outcome, OutputId, OutputParts,
+    output_size_hint, write_output,
+};
 
 /// The `(request_id, source_id, candidate_index)` that identifies a candidate.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -200,6 +203,26 @@ impl AgentResponse {
         request: &AgentRequest,
         per_input: Vec<Vec<Candidate>>,
     ) -> Result<AgentResponse, AssembleError> {
+        AgentResponse::check_counts(request, &per_input)?;
+        let inputs = request.inputs();
+        let total = per_input.iter().map(Vec::len).sum();
+        let mut out = Vec::with_capacity(total);
+        for (input, cands) in inputs.iter().zip(per_input) {
+            for (k, c) in cands.into_iter().enumerate() {
+                out.push(c.into_output(request, input, k as u64));
+            }
+        }
+        Ok(AgentResponse::new(out))
+    }
+
+    /// The check [`assemble`](AgentResponse::assemble) makes before it
+    /// builds anything: one candidate list per input of `request`, each as
+    /// long as its input's `num_outputs`. For writing an answer straight
+    /// from the lists with [`OutputWriter`].
+    pub fn check_counts(
+        request: &AgentRequest,
+        per_input: &[Vec<Candidate>],
+    ) -> Result<(), AssembleError> {
         let inputs = request.inputs();
         if per_input.len() != inputs.len() {
             return Err(AssembleError::InputCount {
@@ -207,7 +230,7 @@ impl AgentResponse {
                 found: per_input.len(),
             });
         }
-        for (i, (input, cands)) in inputs.iter().zip(&per_input).enumerate() {
+        for (i, (input, cands)) in inputs.iter().zip(per_input).enumerate() {
             if cands.len() as u64 != input.num_outputs.get() {
                 return Err(AssembleError::CandidateCount {
                     input: i,
@@ -217,14 +240,7 @@ impl AgentResponse {
                 });
             }
         }
-        let total = per_input.iter().map(Vec::len).sum();
-        let mut out = Vec::with_capacity(total);
-        for (input, cands) in inputs.iter().zip(per_input) {
-            for (k, c) in cands.into_iter().enumerate() {
-                out.push(c.into_output(request, input, k as u64));
-            }
-        }
-        Ok(AgentResponse::new(out))
+        Ok(())
     }
 
     /// Builds the response by asking `make` for each `(input, k)` in order.
@@ -279,6 +295,71 @@ impl Candidate {
             memory: self.memory,
             internal_steps: self.internal_steps,
             outcome: self.outcome,
+        }
+    }
+}
+
+/// Writes the candidates of the answer to one request as compact JSON,
+/// one at a time, straight from an agent's candidates: the bytes
+/// [`AgentResponse::to_json_string`] writes for each between its commas
+/// once the lists are [assembled](AgentResponse::assemble), without
+/// building the [`AgentOutput`]s (no copy of the request id per candidate,
+/// which is checked for escapes once).
+///
+/// ```
+/// use magma_protocol::{AgentDecision, AgentRequest, AgentResponse, Candidate, Object, OutputWriter};
+///
+/// let request = AgentRequest::from_slice(br#"{"request_id": "r-1", "inputs": [{"id": 7,
+///     "instruction": {"type": "user", "content": "hi"}, "num_outputs": 2}]}"#).unwrap();
+/// let per_input = vec![vec![Candidate::new(Object::new(), AgentDecision::say("a")); 2]];
+/// AgentResponse::check_counts(&request, &per_input).unwrap();
+/// let writer = OutputWriter::new(&request);
+/// let mut text = String::from("[");
+/// for (input, candidates) in request.inputs().iter().zip(&per_input) {
+///     for (k, candidate) in candidates.iter().enumerate() {
+///         if text.len() > 1 {
+///             text.push(',');
+///         }
+///         writer.write(input, k as u64, candidate, &mut text);
+///     }
+/// }
+/// text.push(']');
+/// let assembled = AgentResponse::assemble(&request, per_input).unwrap();
+/// assert_eq!(text, assembled.to_json_string());
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct OutputWriter<'a> {
+    id: OutputId<'a>,
+}
+
+impl<'a> OutputWriter<'a> {
+    /// The writer of the candidates answering `request`.
+    pub fn new(request: &'a AgentRequest) -> OutputWriter<'a> {
+        OutputWriter {
+            id: OutputId::new(request.request_id()),
+        }
+    }
+
+    /// Appends `candidate` as candidate `k` of `input` (its `source_id` is
+    /// the input's id).
+    pub fn write(&self, input: &AgentInput, k: u64, candidate: &Candidate, out: &mut String) {
+        write_output(out, self.id, input.id, k, candidate.parts());
+    }
+
+    /// About how many bytes [`write`](OutputWriter::write) appends for
+    /// `candidate`: the estimate of [`AgentOutput::json_len_hint`] for the
+    /// output it stands for.
+    pub fn len_hint(&self, candidate: &Candidate) -> usize {
+        output_size_hint(self.id.len(), candidate.parts())
+    }
+}
+
+impl Candidate {
+    fn parts(&self) -> OutputParts<'_> {
+        OutputParts {
+            memory: &self.memory,
+            internal_steps: &self.internal_steps,
+            outcome: &self.outcome,
         }
     }
 }

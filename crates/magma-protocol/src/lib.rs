@@ -27,7 +27,8 @@ pub use error::{Error, ErrorKind, Issue};
 #[allow(deprecated)]
 pub use exchange::check_exchange;
 pub use exchange::{
-    AssembleError, Candidate, CandidateKey, CandidateMismatch, ExchangeError, validate_exchange,
+    AssembleError, Candidate, CandidateKey, CandidateMismatch, ExchangeError, OutputWriter,
+    validate_exchange,
 };
 pub use json::{Json, Location, Map, Number, Object, Position, Segment};
 pub use json::{ValueConversionError, ValueLocation};

@@ -852,6 +852,19 @@ impl NonEmptyString {
         }
     }
 
+    /// The length in bytes (at least 1), read without looking at the text:
+    /// a writer's size estimates ask it of every name.
+    #[allow(
+        clippy::len_without_is_empty,
+        reason = "never empty; `is_empty` of the text (through `Deref`) is always false"
+    )]
+    pub fn len(&self) -> usize {
+        match &self.0 {
+            Repr::Inline(bytes) => usize::from(bytes[INLINE]),
+            Repr::Heap(s) => s.len(),
+        }
+    }
+
     /// The owned string.
     pub fn into_string(self) -> String {
         match self.0 {
@@ -1067,6 +1080,7 @@ mod tests {
             assert_eq!(inline.is_inline(), t.len() <= 15, "{t:?}");
             assert!(!heap.is_inline());
             assert_eq!(inline.as_str(), t);
+            assert_eq!((inline.len(), heap.len()), (t.len(), t.len()), "{t:?}");
             assert_eq!(&*inline, t);
             assert_eq!(inline, heap);
             assert_eq!(inline, t);

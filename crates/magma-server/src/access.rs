@@ -16,7 +16,7 @@ use http_body_util::Full;
 use crate::forwarded::{TrustedProxy, client_ip};
 use crate::reply::Reply;
 
-const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+pub(crate) const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 /// Longest request id written to logs and headers; longer ones are cut.
 const MAX_LOGGED_ID: usize = 128;
 
@@ -41,8 +41,8 @@ impl Ids {
 /// An incoming `X-Request-Id` the server honours: 1 to [`MAX_LOGGED_ID`]
 /// visible ASCII characters (what proxies generate: UUIDs, hex strings).
 /// Anything else is ignored, as if absent.
-fn header_request_id(headers: &HeaderMap) -> Option<String> {
-    let value = headers.get(&REQUEST_ID)?.as_bytes();
+fn header_request_id(value: Option<&HeaderValue>) -> Option<String> {
+    let value = value?.as_bytes();
     let ok = !value.is_empty()
         && value.len() <= MAX_LOGGED_ID
         && value.iter().all(|b| (0x21..=0x7e).contains(b));
@@ -70,18 +70,24 @@ pub(crate) struct Access {
 
 impl Access {
     /// The access record of a request as it arrives, with its span.
-    /// `peer` is the connection's remote address, when known; `timed`:
-    /// the request's latency is needed whatever the log level (metrics).
+    /// `x_request_id` is its first `X-Request-Id` header, if any; `peer` is
+    /// the connection's remote address, when known; `timed`: the request's
+    /// latency is needed whatever the log level (metrics).
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "the parts of a request's head, each once"
+    )]
     pub(crate) fn new(
         method: &Method,
         uri: &Uri,
         version: Version,
         headers: &HeaderMap,
+        x_request_id: Option<&HeaderValue>,
         peer: Option<SocketAddr>,
         trusted_proxies: &[TrustedProxy],
         timed: bool,
     ) -> Access {
-        let header_id = header_request_id(headers);
+        let header_id = header_request_id(x_request_id);
         let client = peer.map(|p| match trusted_proxies.is_empty() {
             true => p.ip(),
             false => client_ip(p.ip(), headers, trusted_proxies),

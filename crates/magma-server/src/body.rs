@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::header::CONTENT_TYPE;
-use http::{HeaderMap, Request, StatusCode};
+use http::{HeaderMap, HeaderValue, Request, StatusCode};
 use http_body_util::BodyExt;
 use hyper::body::Body;
 
@@ -20,7 +20,12 @@ pub(crate) type BoxError = Box<dyn StdError + Send + Sync>;
 /// `application/json` or `application/<anything>+json`, parameters allowed,
 /// as FastAPI decides; a missing or empty header counts as JSON.
 pub(crate) fn content_type_is_json(headers: &HeaderMap) -> bool {
-    let Some(value) = headers.get(CONTENT_TYPE) else {
+    is_json(headers.get(CONTENT_TYPE))
+}
+
+/// [`content_type_is_json`] of the first `Content-Type` value, if any.
+pub(crate) fn is_json(content_type: Option<&HeaderValue>) -> bool {
+    let Some(value) = content_type else {
         return true;
     };
     // The usual value, compared before any parsing.
@@ -69,6 +74,8 @@ where
 {
     let limit = usize::try_from(limit).unwrap_or(usize::MAX);
     let mut share = budget.share();
+    // Pinned in this future, and given back (with its borrow of `share`)
+    // once read.
     let read = async {
         let mut body = std::pin::pin!(body);
         let hint = usize::try_from(body.size_hint().lower()).unwrap_or(usize::MAX);
@@ -108,7 +115,11 @@ where
             None => Bytes::from(out),
         })
     };
-    match within(timeout, read).await {
+    let read = {
+        let read = std::pin::pin!(read);
+        within(timeout, read).await
+    };
+    match read {
         Err(()) => Err(BodyError::TimedOut),
         Ok(Err(e)) => Err(e),
         Ok(Ok(bytes)) => Ok((bytes, share)),
@@ -125,20 +136,55 @@ where
     B: Body<Data = Bytes>,
     B::Error: Into<BoxError>,
 {
-    if !content_type_is_json(req.headers()) {
-        return Err(Reply::new(detail(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "Unsupported Media Type: the body must be application/json",
-        ))
-        .closing());
+    let json = content_type_is_json(req.headers());
+    let body = json_head(shared, req, json).map_err(|reply| *reply)?;
+    read_json(shared, body).await
+}
+
+/// The part of [`json_body`] that needs only the request's head, done at
+/// once: the content type, and a declared length over the limit. The body
+/// to read, or the answer (boxed: the usual request has none, and the
+/// futures that hold this result stay small).
+///
+/// `json`: the request's content type is JSON ([`content_type_is_json`],
+/// which the dispatcher found reading the head's headers once).
+pub(crate) fn json_head<A, B>(
+    shared: &Shared<A>,
+    req: Request<B>,
+    json: bool,
+) -> Result<B, Box<Reply>>
+where
+    B: Body<Data = Bytes>,
+{
+    if !json {
+        return Err(Box::new(
+            Reply::new(detail(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "Unsupported Media Type: the body must be application/json",
+            ))
+            .closing(),
+        ));
     }
     let limit = shared.max_body_bytes;
     if req.body().size_hint().lower() > limit {
-        return Err(too_large(limit));
+        return Err(Box::new(too_large(limit)));
     }
+    Ok(req.into_body())
+}
+
+/// The rest of [`json_body`]: the body, read within the size and time
+/// limits, not empty; or the answer.
+pub(crate) async fn read_json<A, B>(
+    shared: &Shared<A>,
+    body: B,
+) -> Result<(Bytes, limits::BudgetShare), Reply>
+where
+    B: Body<Data = Bytes>,
+    B::Error: Into<BoxError>,
+{
+    let limit = shared.max_body_bytes;
     let budget = &shared.body_budget;
-    let (bytes, share) = match read_body(req.into_body(), limit, shared.body_timeout, budget).await
-    {
+    let (bytes, share) = match read_body(body, limit, shared.body_timeout, budget).await {
         Ok(read) => read,
         Err(BodyError::TooLarge) => return Err(too_large(limit)),
         Err(BodyError::OverBudget) => return Err(over_budget(budget).closing()),

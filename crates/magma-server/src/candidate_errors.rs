@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use magma_protocol::AgentResponse;
+use magma_protocol::Candidate;
 
 /// At most one warning per code in this time.
 pub(crate) const WARN_EVERY: Duration = Duration::from_secs(10);
@@ -78,14 +78,11 @@ pub(crate) struct CodeCount<'a> {
     pub(crate) first_message: &'a str,
 }
 
-/// The answer's error candidates by code, in order of first appearance.
-pub(crate) fn by_code(response: &AgentResponse) -> Vec<CodeCount<'_>> {
+/// The answer's error candidates (the agent's lists, one per input) by
+/// code, in order of first appearance.
+pub(crate) fn by_code(per_input: &[Vec<Candidate>]) -> Vec<CodeCount<'_>> {
     let mut out: Vec<CodeCount<'_>> = Vec::new();
-    for error in response
-        .candidates()
-        .iter()
-        .filter_map(|c| c.outcome.error())
-    {
+    for error in per_input.iter().flatten().filter_map(|c| c.outcome.error()) {
         let code = cut(error.code.as_str(), MAX_CODE_CHARS);
         match out.iter_mut().find(|c| c.code == code) {
             Some(seen) => seen.count += 1,

@@ -362,14 +362,14 @@ async fn coach<A: Agent>(
     id: String,
 ) -> Result<SpecializedCoachingResponse, String> {
     let scope = RequestContext::new(id, ids.header.clone(), ids.client, ids.span.clone());
-    let run = async {
+    let run = std::pin::pin!(async {
         // The semaphore lives as long as `shared` and is never closed.
         let _slot = shared.inferences.acquire().await;
         catch_unwind(Box::pin(
             scope.clone().scope(shared.agent.coach(request, context)),
         ))
         .await
-    };
+    });
     let outcome = match shared.inference_timeout {
         None => run.await,
         Some(limit) => match within(limit, run).await {

@@ -415,15 +415,12 @@ fn decide(input: &AgentInput) -> AgentDecision {
     if input.instruction.kind != InstructionType::Env {
         return echo();
     }
-    // The first robot's name is moved out of a copy of the list: the
-    // list is not kept in the attributes, nor its name copied twice.
-    let robot = match input.attributes.get_cloned("known_robots") {
-        Some(Json::Array(robots)) => match robots.into_iter().next() {
-            Some(Json::String(name)) => NonEmptyString::new(name),
-            _ => None,
-        },
-        _ => None,
-    };
+    // The first robot's name, read in place: neither the list nor the
+    // name is built before the one copy the call keeps.
+    let robot = input
+        .attributes
+        .get_str_item("known_robots", 0)
+        .and_then(|name| NonEmptyString::try_from(name).ok());
     let tool = input.tools.first().and_then(tool_name);
     match (tool, robot) {
         (Some(name), Some(target_robot_name)) => AgentDecision::call(vec![ToolCall {
@@ -443,7 +440,9 @@ fn tool_name(tool: &Object) -> Option<NonEmptyString> {
             .and_then(Json::as_object)
             .and_then(|f| f.get_str("name"))
     };
-    direct.or_else(nested).and_then(NonEmptyString::new)
+    direct
+        .or_else(nested)
+        .and_then(|name| NonEmptyString::try_from(name).ok())
 }
 
 fn delay_ms(extra_keys: &Object) -> Result<u64, Rejection> {

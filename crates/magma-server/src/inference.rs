@@ -2,6 +2,7 @@
 //! its slot and time limit, and its candidates assembled into an answer
 //! that cannot be a malformed `200`.
 
+use std::future::Future;
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -11,7 +12,7 @@ use magma_protocol::{AgentRequest, AgentResponse};
 
 use crate::access::{Ids, truncate};
 use crate::agent::{Agent, Readiness};
-use crate::body::{BoxError, json_body};
+use crate::body::{BoxError, json_head, read_json};
 use crate::context::RequestContext;
 use crate::limits::{self, within};
 use crate::reply::{
@@ -20,15 +21,39 @@ use crate::reply::{
 use crate::state::Shared;
 use crate::unwind::{catch_unwind, panic_message};
 
-/// `POST /v1/responses`.
-pub(crate) async fn responses<A, B>(shared: &Shared<A>, req: Request<B>, ids: &Ids) -> Reply
+/// `POST /v1/responses`: what the request's head decides, at once; the
+/// rest in the future returned, which holds the body, not the request.
+/// `json`: its content type is JSON (the dispatcher read the headers).
+pub(crate) fn responses<'a, A, B>(
+    shared: &'a Shared<A>,
+    req: Request<B>,
+    json: bool,
+    ids: &'a Ids,
+) -> impl Future<Output = Reply> + Send + 'a
 where
     A: Agent,
-    B: Body<Data = Bytes>,
+    B: Body<Data = Bytes> + Send + 'a,
+    B::Error: Into<BoxError>,
+{
+    let head = json_head(shared, req, json);
+    async move {
+        match head {
+            Ok(body) => answer(shared, body, ids).await,
+            Err(reply) => *reply,
+        }
+    }
+}
+
+/// The rest of [`responses`]: the body read and parsed, the agent asked,
+/// the answer written.
+async fn answer<A, B>(shared: &Shared<A>, body: B, ids: &Ids) -> Reply
+where
+    A: Agent,
+    B: Body<Data = Bytes> + Send,
     B::Error: Into<BoxError>,
 {
     // The share of the body budget is held until the request is answered.
-    let (bytes, share) = match json_body(shared, req).await {
+    let (bytes, share) = match read_json(shared, body).await {
         Ok(read) => read,
         Err(reply) => return reply,
     };
@@ -88,7 +113,7 @@ where
         candidates = wanted as u64,
         "inference started"
     );
-    let inference = async {
+    let inference = std::pin::pin!(async {
         #[cfg(feature = "metrics")]
         let waiting = shared.metrics.as_ref().map(crate::Metrics::waiting);
         // The semaphore lives as long as `shared` and is never closed. A
@@ -106,7 +131,7 @@ where
         // route's, and a box of its own would be one more allocation.
         let answering = std::pin::pin!(context.clone().scope(shared.agent.respond_batch(&request)));
         catch_unwind(answering).await
-    };
+    });
     let outcome = match shared.inference_timeout {
         None => inference.await,
         Some(limit) => match within(limit, inference).await {
@@ -139,66 +164,67 @@ where
             return Reply::new(internal_error());
         }
     };
-    match AgentResponse::assemble(&request, per_input) {
-        Ok(response) => {
-            let n = response.len();
-            let by_code = crate::candidate_errors::by_code(&response);
-            #[cfg(feature = "metrics")]
-            if let Some(m) = &shared.metrics {
-                let errors: u64 = by_code.iter().map(|c| c.count).sum();
-                m.candidates(n as u64 - errors, errors);
-                for c in &by_code {
-                    m.error_candidates(c.code, c.count);
-                }
-            }
-            let now = Instant::now();
-            for c in &by_code {
-                let Some(kept_back) = shared.error_candidates.admit(c.code, c.count, now) else {
-                    continue;
-                };
-                tracing::warn!(
-                    request_id = ?id,
-                    code = c.code,
-                    count = c.count,
-                    of = n,
-                    component = c.component,
-                    message = c.first_message,
-                    kept_back,
-                    "error candidates: the agent answered {} of {n} candidates with error code {:?} (at most one such line per code every {} s; kept_back counts those since the last)",
-                    c.count,
-                    c.code,
-                    crate::candidate_errors::WARN_EVERY.as_secs()
-                );
-            }
-            let limit = shared.max_response_bytes;
-            match limits::answer_body(response.into_candidates(), limit, answer_share).await {
-                Ok(body) => Reply::new(bytes_response(StatusCode::OK, body)).with_candidates(n),
-                Err(limits::WriteError::OverBudget) => over_budget(&shared.body_budget),
-                Err(limits::WriteError::Oversized { at_least }) => {
-                    shared.failed(Failure::Oversized);
-                    tracing::error!(
-                        request_id = ?id,
-                        at_least,
-                        limit,
-                        "the agent's answer is larger than the response limit; answered 500"
-                    );
-                    let msg = format!(
-                        "Internal Server Error: the agent's answer is larger than the server's \
-                         response limit of {limit} bytes (at least {at_least} bytes)"
-                    );
-                    Reply::new(detail(StatusCode::INTERNAL_SERVER_ERROR, &msg))
-                }
-            }
+    // The answer is written straight from the agent's lists: the counts
+    // checked as `AgentResponse::assemble` checks them, no output built.
+    if let Err(e) = AgentResponse::check_counts(&request, &per_input) {
+        shared.failed(Failure::Miscount);
+        tracing::error!(
+            request_id = ?id,
+            error = %e,
+            "the agent returned the wrong number of candidates; answered 500"
+        );
+        let msg = format!(
+            "Internal Server Error: the agent returned the wrong number of candidates ({e})"
+        );
+        return Reply::new(detail(StatusCode::INTERNAL_SERVER_ERROR, &msg));
+    }
+    let n: usize = per_input.iter().map(Vec::len).sum();
+    let by_code = crate::candidate_errors::by_code(&per_input);
+    #[cfg(feature = "metrics")]
+    if let Some(m) = &shared.metrics {
+        let errors: u64 = by_code.iter().map(|c| c.count).sum();
+        m.candidates(n as u64 - errors, errors);
+        for c in &by_code {
+            m.error_candidates(c.code, c.count);
         }
-        Err(e) => {
-            shared.failed(Failure::Miscount);
+    }
+    // The clock is read only for an answer with error candidates.
+    if !by_code.is_empty() {
+        let now = Instant::now();
+        for c in &by_code {
+            let Some(kept_back) = shared.error_candidates.admit(c.code, c.count, now) else {
+                continue;
+            };
+            tracing::warn!(
+                request_id = ?id,
+                code = c.code,
+                count = c.count,
+                of = n,
+                component = c.component,
+                message = c.first_message,
+                kept_back,
+                "error candidates: the agent answered {} of {n} candidates with error code {:?} (at most one such line per code every {} s; kept_back counts those since the last)",
+                c.count,
+                c.code,
+                crate::candidate_errors::WARN_EVERY.as_secs()
+            );
+        }
+    }
+    let limit = shared.max_response_bytes;
+    match limits::answer_body(&request, per_input, limit, answer_share).await {
+        Ok(body) => Reply::new(bytes_response(StatusCode::OK, body)).with_candidates(n),
+        Err(limits::WriteError::OverBudget) => over_budget(&shared.body_budget),
+        Err(limits::WriteError::Oversized { at_least }) => {
+            shared.failed(Failure::Oversized);
             tracing::error!(
                 request_id = ?id,
-                error = %e,
-                "the agent returned the wrong number of candidates; answered 500"
+                at_least,
+                limit,
+                "the agent's answer is larger than the response limit; answered 500"
             );
             let msg = format!(
-                "Internal Server Error: the agent returned the wrong number of candidates ({e})"
+                "Internal Server Error: the agent's answer is larger than the server's \
+                 response limit of {limit} bytes (at least {at_least} bytes)"
             );
             Reply::new(detail(StatusCode::INTERNAL_SERVER_ERROR, &msg))
         }

@@ -6,12 +6,13 @@
 //! estimate) before it calls the agent, and [`write_candidates`] to turn the
 //! candidates into a body.
 
+use std::pin::Pin;
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
 
 use bytes::Bytes;
-use magma_protocol::{AgentOutput, AgentRequest};
+use magma_protocol::{AgentRequest, Candidate, OutputWriter};
 use tokio::sync::Semaphore;
 
 /// Bytes of every candidate besides its `request_id` and memory, at most:
@@ -67,18 +68,39 @@ pub(crate) async fn off_runtime<T: Send + 'static>(
 /// and the timer armed only when that poll does not finish `fut`: a body
 /// that arrived with its head, or an agent that answers at once, costs
 /// neither. `Err(())` when the limit passed.
-pub(crate) async fn within<F: Future>(limit: Duration, fut: F) -> Result<F::Output, ()> {
-    let mut fut = std::pin::pin!(fut);
+///
+/// The timer is boxed, made only when it is needed, and `fut` is pinned
+/// by the caller, in its own future: holding either here (tokio's `Timeout`
+/// holds both) would make every caller's future larger by its size (a
+/// future taken by value is held twice, as the argument and as the pinned
+/// copy), and every request's future is moved into place as a whole.
+pub(crate) async fn within<F: Future>(
+    limit: Duration,
+    mut fut: Pin<&mut F>,
+) -> Result<F::Output, ()> {
     let first = std::future::poll_fn(|cx| Poll::Ready(fut.as_mut().poll(cx))).await;
     if let Poll::Ready(out) = first {
         return Ok(out);
     }
     // The first poll took no time worth counting (it did not wait).
-    match tokio::time::Instant::now().checked_add(limit) {
-        Some(deadline) => tokio::time::timeout_at(deadline, fut).await.map_err(|_| ()),
+    let Some(deadline) = tokio::time::Instant::now().checked_add(limit) else {
         // A limit past any representable instant never comes.
-        None => Ok(fut.await),
-    }
+        return Ok(fut.await);
+    };
+    // Outside the task's cooperative budget, so that a future that spends
+    // the budget on every poll cannot keep its timer from firing (tokio's
+    // `Timeout` does the same for such a future).
+    let mut timer = Box::pin(tokio::task::unconstrained(tokio::time::sleep_until(
+        deadline,
+    )));
+    // As tokio's `Timeout`: the future first, then the timer.
+    std::future::poll_fn(|cx| {
+        if let Poll::Ready(out) = fut.as_mut().poll(cx) {
+            return Poll::Ready(Ok(out));
+        }
+        timer.as_mut().poll(cx).map(|()| Err(()))
+    })
+    .await
 }
 
 /// How long a request waits for room in the body budget before it is
@@ -128,23 +150,29 @@ pub(crate) struct BudgetShare {
 impl BudgetShare {
     /// Adds `n` bytes to this share, waiting up to [`BUDGET_WAIT`] for
     /// them. `false` when they did not become free in time.
+    ///
+    /// Bytes free now are taken without a future of the semaphore's: the
+    /// wait (its queue entry and timer) is boxed, made only when needed, so
+    /// that the futures that take bytes stay small.
     pub(crate) async fn take(&mut self, n: usize) -> bool {
-        if n == 0 {
+        if self.try_take(n) {
             return true;
         }
         let Ok(n32) = u32::try_from(n) else {
             return false;
         };
-        let permit = match self.bytes.try_acquire_many(n32) {
-            Ok(permit) => permit,
-            Err(_) => match tokio::time::timeout(BUDGET_WAIT, self.bytes.acquire_many(n32)).await {
-                Ok(Ok(permit)) => permit,
-                _ => return false,
-            },
-        };
-        permit.forget();
-        self.held += n;
-        true
+        let wait = Box::pin(tokio::time::timeout(
+            BUDGET_WAIT,
+            self.bytes.acquire_many(n32),
+        ));
+        match wait.await {
+            Ok(Ok(permit)) => {
+                permit.forget();
+                self.held += n;
+                true
+            }
+            _ => false,
+        }
     }
 }
 
@@ -188,17 +216,23 @@ pub(crate) enum WriteError {
     OverBudget,
 }
 
-/// The buffer [`write_candidates`] starts with for `candidates`: their
-/// length as they estimate it, a little slack for escapes the estimate does
-/// not count, never more than the limit allows.
+/// The buffer [`write_candidates`] starts with for the candidates of
+/// `per_input`: their length as `writer` estimates it, a little slack for
+/// escapes the estimate does not count, never more than the limit allows.
 /// The estimates of the first [`KEPT_HINTS`] candidates are kept in
 /// `hints` for the writer, which would otherwise work them out again.
-fn answer_capacity(candidates: &[AgentOutput], limit: usize, hints: &mut Hints) -> usize {
-    let hint = candidates
+fn answer_capacity(
+    writer: &OutputWriter<'_>,
+    per_input: &[Vec<Candidate>],
+    limit: usize,
+    hints: &mut Hints,
+) -> usize {
+    let hint = per_input
         .iter()
+        .flatten()
         .enumerate()
         .map(|(i, c)| {
-            let h = c.json_len_hint();
+            let h = writer.len_hint(c);
             if let Some(kept) = hints.get_mut(i) {
                 *kept = h;
             }
@@ -215,16 +249,20 @@ const KEPT_HINTS: usize = 16;
 /// The estimates [`answer_capacity`] kept, by candidate.
 type Hints = [usize; KEPT_HINTS];
 
-/// The compact JSON array of `candidates`, written one candidate at a time
+/// The compact JSON array of the candidates of `per_input` (one list per
+/// input of `request`, counts checked), written one candidate at a time
 /// into one buffer: each candidate is dropped as soon as it is written, so
 /// the answer is held about once (candidates not yet written plus the text
 /// of those written), and writing stops as soon as the text passes `limit`.
 /// `grow(n)` is asked before the buffer's capacity passes `n` bytes
 /// (`false`: no room, [`WriteError::OverBudget`]).
 ///
-/// The bytes are those of [`AgentResponse::to_json_string`](magma_protocol::AgentResponse::to_json_string).
+/// The bytes are those of [`AgentResponse::to_json_string`](magma_protocol::AgentResponse::to_json_string)
+/// of the assembled response.
 fn write_candidates_with(
-    candidates: Vec<AgentOutput>,
+    request: &AgentRequest,
+    writer: &OutputWriter<'_>,
+    per_input: Vec<Vec<Candidate>>,
     limit: usize,
     capacity: usize,
     hints: &Hints,
@@ -236,38 +274,42 @@ fn write_candidates_with(
     let mut out = String::with_capacity(capacity);
     let mut allowed = out.capacity();
     out.push('[');
-    for (i, candidate) in candidates.into_iter().enumerate() {
-        if i > 0 {
-            out.push(',');
-        }
-        let hint = match hints.get(i) {
-            Some(&h) => h,
-            None => candidate.json_len_hint(),
-        };
-        // One huge candidate is refused before it is copied.
-        if out.len().saturating_add(hint) > limit.saturating_add(limit / 16) {
-            return Err(oversized(out.len() + hint));
-        }
-        // Room for the candidate (what an estimate below the truth adds
-        // is checked once written).
-        let needed = out.len().saturating_add(hint).saturating_add(hint / 16);
-        if needed > allowed {
-            if !grow(needed.max(allowed.saturating_mul(2))) {
-                return Err(WriteError::OverBudget);
+    let mut i = 0;
+    for (input, candidates) in request.inputs().iter().zip(per_input) {
+        for (k, candidate) in candidates.into_iter().enumerate() {
+            if i > 0 {
+                out.push(',');
             }
-            allowed = needed.max(allowed.saturating_mul(2));
-            out.reserve(allowed - out.len());
-        }
-        candidate.write_json_to(&mut out);
-        drop(candidate);
-        if out.len() > limit {
-            return Err(oversized(out.len()));
-        }
-        if out.capacity() > allowed {
-            if !grow(out.capacity()) {
-                return Err(WriteError::OverBudget);
+            let hint = match hints.get(i) {
+                Some(&h) => h,
+                None => writer.len_hint(&candidate),
+            };
+            i += 1;
+            // One huge candidate is refused before it is copied.
+            if out.len().saturating_add(hint) > limit.saturating_add(limit / 16) {
+                return Err(oversized(out.len() + hint));
             }
-            allowed = out.capacity();
+            // Room for the candidate (what an estimate below the truth adds
+            // is checked once written).
+            let needed = out.len().saturating_add(hint).saturating_add(hint / 16);
+            if needed > allowed {
+                if !grow(needed.max(allowed.saturating_mul(2))) {
+                    return Err(WriteError::OverBudget);
+                }
+                allowed = needed.max(allowed.saturating_mul(2));
+                out.reserve(allowed - out.len());
+            }
+            writer.write(input, k as u64, &candidate, &mut out);
+            drop(candidate);
+            if out.len() > limit {
+                return Err(oversized(out.len()));
+            }
+            if out.capacity() > allowed {
+                if !grow(out.capacity()) {
+                    return Err(WriteError::OverBudget);
+                }
+                allowed = out.capacity();
+            }
         }
     }
     out.push(']');
@@ -279,11 +321,24 @@ fn write_candidates_with(
 
 /// [`write_candidates_with`] without a budget.
 #[cfg(test)]
-fn write_candidates(candidates: Vec<AgentOutput>, limit: u64) -> Result<String, WriteError> {
+fn write_candidates(
+    request: &AgentRequest,
+    per_input: Vec<Vec<Candidate>>,
+    limit: u64,
+) -> Result<String, WriteError> {
     let limit = usize::try_from(limit).unwrap_or(usize::MAX);
     let mut hints = [0; KEPT_HINTS];
-    let capacity = answer_capacity(&candidates, limit, &mut hints);
-    write_candidates_with(candidates, limit, capacity, &hints, &mut |_| true)
+    let writer = OutputWriter::new(request);
+    let capacity = answer_capacity(&writer, &per_input, limit, &mut hints);
+    write_candidates_with(
+        request,
+        &writer,
+        per_input,
+        limit,
+        capacity,
+        &hints,
+        &mut |_| true,
+    )
 }
 
 /// An answer's text and its share of the budget, freed together.
@@ -309,26 +364,35 @@ pub(crate) fn held_text(text: String, share: BudgetShare) -> Bytes {
     })
 }
 
-/// The body of `candidates`, at most `limit` bytes, its buffer counted in
-/// the budget through `share` (which may already hold a reservation for
-/// it): the buffer's first size is taken before writing (waiting up to
-/// [`BUDGET_WAIT`]), any growth while writing without waiting. The bytes
-/// stay counted until the last `Bytes` pointing into them is dropped:
-/// after hyper has written them, or dropped them with their connection.
+/// The body of the candidates of `per_input` (checked against `request`),
+/// at most `limit` bytes, its buffer counted in the budget through `share`
+/// (which may already hold a reservation for it): the buffer's first size
+/// is taken before writing (waiting up to [`BUDGET_WAIT`]), any growth
+/// while writing without waiting. The bytes stay counted until the last
+/// `Bytes` pointing into them is dropped: after hyper has written them, or
+/// dropped them with their connection.
 pub(crate) async fn answer_body(
-    candidates: Vec<AgentOutput>,
+    request: &AgentRequest,
+    per_input: Vec<Vec<Candidate>>,
     limit: u64,
     mut share: BudgetShare,
 ) -> Result<Bytes, WriteError> {
     let limit = usize::try_from(limit).unwrap_or(usize::MAX);
     let mut hints = [0; KEPT_HINTS];
-    let capacity = answer_capacity(&candidates, limit, &mut hints);
+    let writer = OutputWriter::new(request);
+    let capacity = answer_capacity(&writer, &per_input, limit, &mut hints);
     if !share.take(capacity.saturating_sub(share.held)).await {
         return Err(WriteError::OverBudget);
     }
-    let text = write_candidates_with(candidates, limit, capacity, &hints, &mut |n| {
-        share.try_take(n.saturating_sub(share.held))
-    })?;
+    let text = write_candidates_with(
+        request,
+        &writer,
+        per_input,
+        limit,
+        capacity,
+        &hints,
+        &mut |n| share.try_take(n.saturating_sub(share.held)),
+    )?;
     Ok(Bytes::from_owner(HeldAnswer {
         text,
         _share: share,
@@ -338,26 +402,31 @@ pub(crate) async fn answer_body(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use magma_protocol::{AgentDecision, AgentResponse, Candidate};
+    use magma_protocol::{AgentDecision, AgentResponse};
 
-    fn answer(memory: &str, n: u64) -> (AgentRequest, Vec<AgentOutput>) {
+    fn answer(memory: &str, n: u64) -> (AgentRequest, Vec<Vec<Candidate>>) {
         let body = format!(
             r#"{{"request_id":"r","inputs":[{{"id":3,"instruction":{{"type":"user","content":"hi"}},"num_outputs":{n},"memory":{memory}}}]}}"#
         );
         let request = AgentRequest::from_slice(body.as_bytes()).unwrap();
         let input = &request.inputs()[0];
         let candidate = Candidate::new(input.memory.clone(), AgentDecision::say("ok"));
-        let per_input = vec![vec![candidate; n as usize]];
-        let response = AgentResponse::assemble(&request, per_input).unwrap();
-        (request, response.into_candidates())
+        (request, vec![vec![candidate; n as usize]])
+    }
+
+    /// The text of the assembled response.
+    fn whole(request: &AgentRequest, per_input: &[Vec<Candidate>]) -> String {
+        AgentResponse::assemble(request, per_input.to_vec())
+            .unwrap()
+            .to_json_string()
     }
 
     #[test]
     fn written_bytes_are_those_of_the_response_and_the_estimate_is_below_them() {
         for (memory, n) in [("{}", 1), (r#"{"a":[1,2.50,"é\n"],"b":{"c":null}}"#, 7)] {
             let (request, candidates) = answer(memory, n);
-            let whole = AgentResponse::new(candidates.clone()).to_json_string();
-            let written = write_candidates(candidates, 1 << 20).unwrap();
+            let whole = whole(&request, &candidates);
+            let written = write_candidates(&request, candidates, 1 << 20).unwrap();
             assert_eq!(written, whole);
             let expected = expected_answer_bytes(&request);
             assert!(
@@ -371,24 +440,23 @@ mod tests {
                 whole.len()
             );
         }
-        assert_eq!(write_candidates(Vec::new(), 1024).unwrap(), "[]");
+        let none = AgentRequest::from_slice(br#"{"request_id":"r","inputs":[]}"#).unwrap();
+        assert_eq!(write_candidates(&none, Vec::new(), 1024).unwrap(), "[]");
     }
 
     #[test]
     fn writing_stops_at_the_limit() {
         let memory = format!(r#"{{"blob":"{}"}}"#, "x".repeat(10_000));
-        let (_, candidates) = answer(&memory, 100);
-        let whole = AgentResponse::new(candidates.clone())
-            .to_json_string()
-            .len() as u64;
-        assert!(write_candidates(candidates.clone(), whole).is_ok());
+        let (request, candidates) = answer(&memory, 100);
+        let whole = whole(&request, &candidates).len() as u64;
+        assert!(write_candidates(&request, candidates.clone(), whole).is_ok());
         let at_least = |err| match err {
             WriteError::Oversized { at_least } => at_least,
             WriteError::OverBudget => panic!("no budget here"),
         };
-        let err = write_candidates(candidates.clone(), whole - 1).unwrap_err();
+        let err = write_candidates(&request, candidates.clone(), whole - 1).unwrap_err();
         assert!(at_least(err) >= whole - 1, "{err:?}");
-        let err = write_candidates(candidates, 50_000).unwrap_err();
+        let err = write_candidates(&request, candidates, 50_000).unwrap_err();
         assert!((50_000..70_000).contains(&at_least(err)), "{err:?}");
     }
 }

@@ -111,6 +111,18 @@ pub(crate) struct Member {
 /// escapes otherwise (the normal text of `normal.rs`). One key has one
 /// written form, so keys compare as bytes with the written form of `key`.
 pub(crate) fn find_member(text: &str, key: &str) -> Option<Member> {
+    let (key_at, start) = find_value(text, key)?;
+    let end = skip_validated_value(text.as_bytes(), start)?;
+    Some(Member {
+        key: key_at,
+        value: start..end,
+    })
+}
+
+/// Where the key `key` of validated object text starts (after its quote)
+/// and where its value starts: [`find_member`] without skipping the value
+/// found, for readers that look at its first bytes only.
+pub(crate) fn find_value(text: &str, key: &str) -> Option<(usize, usize)> {
     let src = text.as_bytes();
     let written: Cow<'_, str> = if plain_run_end(key.as_bytes(), 0) == key.len() {
         Cow::Borrowed(key)
@@ -119,6 +131,7 @@ pub(crate) fn find_member(text: &str, key: &str) -> Option<Member> {
         super::write::write_str(&mut quoted, key);
         Cow::Owned(quoted[1..quoted.len() - 1].to_owned())
     };
+    let written = written.as_bytes();
     let mut i = 1;
     loop {
         i = ws_end(src, i);
@@ -127,27 +140,82 @@ pub(crate) fn find_member(text: &str, key: &str) -> Option<Member> {
             return None;
         }
         let start = i + 1;
-        let end = escaped_string_end(src, start);
-        i = end + 1;
-        i = ws_end(src, i);
+        // The key looked up is recognised by its bytes and the quote after
+        // them (no key holds an unescaped quote), before any scan of it.
+        let after = start + written.len();
+        let end = if src.get(start..after) == Some(written) && src.get(after) == Some(&b'"') {
+            i = ws_end(src, after + 1);
+            if src.get(i) != Some(&b':') {
+                return None;
+            }
+            return Some((start, ws_end(src, i + 1)));
+        } else {
+            escaped_string_end(src, start)
+        };
+        i = ws_end(src, end + 1);
         if src.get(i) != Some(&b':') {
             return None;
         }
-        i += 1;
-        i = ws_end(src, i);
-        let value_end = skip_validated_value(src, i)?;
-        if &src[start..end] == written.as_bytes() {
-            return Some(Member {
-                key: start,
-                value: i..value_end,
-            });
-        }
-        i = value_end;
+        i = ws_end(src, i + 1);
+        i = skip_validated_value(src, i)?;
         i = ws_end(src, i);
         if src.get(i) != Some(&b',') {
             return None;
         }
         i += 1;
+    }
+}
+
+/// The content of the string that starts at `at` (its opening quote) in
+/// validated text, borrowed, when it has no escape; `None` for any other
+/// value, and for a string with escapes (which needs decoding).
+#[inline]
+pub(crate) fn plain_string_at(text: &str, at: usize) -> Option<&str> {
+    let src = text.as_bytes();
+    if src.get(at) != Some(&b'"') {
+        return None;
+    }
+    let end = plain_run_end(src, at + 1);
+    (src.get(end) == Some(&b'"')).then(|| text.get(at + 1..end))?
+}
+
+/// What the item `index` of the array that starts at `at` (its `[`) in
+/// validated text is, without reading the items before it.
+pub(crate) enum Item<'a> {
+    /// A string without escapes, borrowed.
+    Plain(&'a str),
+    /// A string with escapes: decoding it is the caller's.
+    Escaped,
+    /// Not a string, or no such item, or `at` is not an array.
+    Other,
+}
+
+/// The item `index` of the array at `at` of validated text (see [`Item`]).
+pub(crate) fn array_item(text: &str, at: usize, index: usize) -> Item<'_> {
+    let src = text.as_bytes();
+    if src.get(at) != Some(&b'[') {
+        return Item::Other;
+    }
+    let mut i = ws_end(src, at + 1);
+    if src.get(i) == Some(&b']') {
+        return Item::Other;
+    }
+    for _ in 0..index {
+        let Some(end) = skip_validated_value(src, i) else {
+            return Item::Other;
+        };
+        i = ws_end(src, end);
+        if src.get(i) != Some(&b',') {
+            return Item::Other;
+        }
+        i = ws_end(src, i + 1);
+    }
+    match src.get(i) {
+        Some(b'"') => match plain_string_at(text, i) {
+            Some(s) => Item::Plain(s),
+            None => Item::Escaped,
+        },
+        _ => Item::Other,
     }
 }
 

@@ -107,6 +107,7 @@ pub(crate) fn is_number_lexeme(text: &[u8]) -> bool {
 /// character or the end of `src`. An escape is skipped as a backslash and the
 /// byte after it (the rest of a `\uXXXX` is plain), without checking it: this
 /// sizes a buffer, and skips strings in validated text.
+#[inline]
 pub(crate) fn escaped_string_end(src: &[u8], mut i: usize) -> usize {
     loop {
         i = plain_run_end(src, i);
@@ -183,7 +184,47 @@ pub(crate) fn plain_string(text: &str) -> Option<&str> {
 
 /// The end of the value at `i` in text known to be valid JSON: strings and
 /// containers are skipped without checking them again.
-pub(crate) fn skip_validated_value(src: &[u8], mut i: usize) -> Option<usize> {
+pub(crate) fn skip_validated_value(src: &[u8], i: usize) -> Option<usize> {
+    // A string, and a compact list of strings (names, tags: what a lookup
+    // of a later key skips most), without the general loop's steps.
+    match src.get(i)? {
+        b'"' => {
+            let end = escaped_string_end(src, i + 1);
+            return (src.get(end) == Some(&b'"')).then_some(end + 1);
+        }
+        b'[' => {
+            if let Some(end) = skip_string_list(src, i) {
+                return Some(end);
+            }
+        }
+        _ => {}
+    }
+    skip_any_value(src, i)
+}
+
+/// The end of the compact list of strings at `i` (its `[`) in validated
+/// text; `None` for any other value, which the general loop skips.
+#[inline]
+fn skip_string_list(src: &[u8], i: usize) -> Option<usize> {
+    let mut j = i + 1;
+    loop {
+        if src.get(j) != Some(&b'"') {
+            return None;
+        }
+        j = escaped_string_end(src, j + 1);
+        if src.get(j) != Some(&b'"') {
+            return None;
+        }
+        match src.get(j + 1)? {
+            b',' => j += 2,
+            b']' => return Some(j + 2),
+            _ => return None,
+        }
+    }
+}
+
+/// [`skip_validated_value`] for any value.
+fn skip_any_value(src: &[u8], mut i: usize) -> Option<usize> {
     let mut depth = 0usize;
     loop {
         match *src.get(i)? {

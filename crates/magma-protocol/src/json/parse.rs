@@ -1106,22 +1106,50 @@ impl<'a> Parser<'a> {
             Some(b'\\') => {}
             Some(_) => return Err((self.pos, "raw control character in a string")),
         }
+        let (src, text) = (self.src, self.text);
         // Sized once: the escaped text is never shorter than what it decodes
         // to, so the distance to the closing quote is enough.
-        let mut out = String::with_capacity(escaped_string_end(self.src, self.pos) - start);
-        out.push_str(&self.text[start..self.pos]);
+        let mut out = String::with_capacity(escaped_string_end(src, self.pos) - start);
+        out.push_str(text.get(start..self.pos).unwrap_or_default());
+        // The position is kept in a local between escapes: the loop reads
+        // and writes it at every step.
+        let mut pos = self.pos;
         loop {
-            let run = self.pos;
-            self.pos = plain_run_end(self.src, self.pos);
-            out.push_str(&self.text[run..self.pos]);
-            match self.peek() {
-                None => return Err((open, "unterminated string")),
+            // At a backslash. A one-letter escape (the usual kind: quotes
+            // and line ends of embedded JSON and text) is decoded here, a
+            // `\u` escape by `escape`.
+            match src.get(pos + 1).copied().and_then(short_escape) {
+                Some(ch) => {
+                    out.push(ch);
+                    pos += 2;
+                }
+                None => {
+                    self.pos = pos;
+                    self.escape(&mut out)?;
+                    pos = self.pos;
+                }
+            }
+            let run_end = plain_run_end(src, pos);
+            if run_end > pos {
+                // Runs end before an ASCII byte or at the end: always on a
+                // character boundary.
+                out.push_str(text.get(pos..run_end).unwrap_or_default());
+                pos = run_end;
+            }
+            match src.get(pos) {
+                Some(b'\\') => {}
                 Some(b'"') => {
-                    self.pos += 1;
+                    self.pos = pos + 1;
                     return Ok(out);
                 }
-                Some(b'\\') => self.escape(&mut out)?,
-                Some(_) => return Err((self.pos, "raw control character in a string")),
+                None => {
+                    self.pos = pos;
+                    return Err((open, "unterminated string"));
+                }
+                Some(_) => {
+                    self.pos = pos;
+                    return Err((pos, "raw control character in a string"));
+                }
             }
         }
     }

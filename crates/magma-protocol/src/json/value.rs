@@ -341,15 +341,17 @@ impl Object {
                 // Entries read: the map answers below.
                 Some(r) if r.entries.get().is_some() => {}
                 cached => {
+                    // The text once: each look at a chunk's stretch checks
+                    // its bounds.
+                    let text: &str = text;
                     if let Some(v) = cached.and_then(|r| r.looked_up(text, key)) {
                         return v.as_str();
                     }
-                    let member = super::kept_text::find_member(text, key)?;
-                    let value = text.get(member.value)?;
-                    if !value.starts_with('"') {
+                    let (_, at) = super::kept_text::find_value(text, key)?;
+                    if text.as_bytes().get(at) != Some(&b'"') {
                         return None;
                     }
-                    if let Some(plain) = super::lex::plain_string(value) {
+                    if let Some(plain) = super::kept_text::plain_string_at(text, at) {
                         return Some(plain);
                     }
                     // A string with escapes: decoded (and cached) by `get`.
@@ -357,6 +359,54 @@ impl Object {
             }
         }
         self.get(key).and_then(Json::as_str)
+    }
+
+    /// The string at `index` of the array value of `key`: what
+    /// `get(key).and_then(Json::as_array).and_then(|a| a.get(index)).and_then(Json::as_str)`
+    /// answers, but cheaper on an object still kept as its text (see the
+    /// type docs), as [`get_str`](Object::get_str) is: a string without
+    /// escapes is borrowed from the text, the items before it are skipped
+    /// unread, and nothing is built or cached. Reading the first of the
+    /// `known_robots` this way costs one scan of the attributes' text.
+    ///
+    /// ```
+    /// use magma_protocol::{AgentRequest, json};
+    ///
+    /// let body = r#"{"request_id": "r", "inputs": [{"id": 0,
+    ///     "instruction": {"type": "env", "content": "{}"},
+    ///     "attributes": {"known_robots": ["panda", 7, "ur5e"]}}]}"#;
+    /// let request = AgentRequest::from_slice(body.as_bytes()).unwrap();
+    /// let attributes = &request.inputs()[0].attributes;
+    /// assert_eq!(attributes.get_str_item("known_robots", 0), Some("panda"));
+    /// assert_eq!(attributes.get_str_item("known_robots", 1), None); // not a string
+    /// assert_eq!(attributes.get_str_item("known_robots", 2), Some("ur5e"));
+    /// assert_eq!(attributes.get_str_item("known_robots", 3), None); // no such item
+    /// assert_eq!(attributes.get_str_item("objects", 0), None); // not there
+    /// ```
+    pub fn get_str_item(&self, key: &str, index: usize) -> Option<&str> {
+        if let ObjectRepr::Raw { text, read } = &self.repr {
+            if !text.keys.may_contain(key) {
+                return None;
+            }
+            match read.get() {
+                // Entries read: the map answers below.
+                Some(r) if r.entries.get().is_some() => {}
+                cached => {
+                    let text: &str = text;
+                    if let Some(v) = cached.and_then(|r| r.looked_up(text, key)) {
+                        return str_item(v, index);
+                    }
+                    let (_, at) = super::kept_text::find_value(text, key)?;
+                    match super::kept_text::array_item(text, at, index) {
+                        super::kept_text::Item::Plain(s) => return Some(s),
+                        super::kept_text::Item::Other => return None,
+                        // Decoded (and cached) by `get`.
+                        super::kept_text::Item::Escaped => {}
+                    }
+                }
+            }
+        }
+        self.get(key).and_then(|v| str_item(v, index))
     }
 
     /// `false` when the object is unread text without `key`: answering that
@@ -423,6 +473,11 @@ impl Object {
     }
 }
 
+/// The string at `index` of `value`, if it is an array with one there.
+fn str_item(value: &Json, index: usize) -> Option<&str> {
+    value.as_array()?.get(index)?.as_str()
+}
+
 /// Parses text that already passed validation, one level deep; cannot fail.
 fn read_kept_text(text: &str) -> Map<Json> {
     // `None` is unreachable: the text was validated as an object before it
@@ -473,30 +528,32 @@ fn splice<K: AsRef<str> + Into<String>>(
     // Written into a buffer kept per thread, then copied once into the
     // new text's own allocation: an agent inserts into every candidate's
     // memory, and a `String` of its own would be one more allocation each.
+    // The text once: each look at a chunk's stretch checks its bounds.
+    let t: &str = text;
     let (spliced, old) = SPLICE_BUFFER.with_borrow_mut(|out| {
         out.clear();
         let spliced = match found {
             Some((start, end)) => {
-                out.reserve(text.len() - (end - start) + value.size_hint());
-                out.push_str(&text[..start]);
+                out.reserve(t.len() - (end - start) + value.size_hint());
+                out.push_str(&t[..start]);
                 value.write_json(out);
-                out.push_str(&text[end..]);
+                out.push_str(&t[end..]);
                 let old = match entries_read(read) {
                     Some(_) => None,
-                    None => super::kept_text::read_kept_value(&text[start..end]),
+                    None => super::kept_text::read_kept_value(&t[start..end]),
                 };
                 (Arc::<str>::from(out.as_str()), old)
             }
             None => {
                 // Validated text ends with the object's `}`.
-                let body = &text[..text.len() - 1];
-                let empty = text[1..].trim_start().starts_with('}');
-                out.reserve(text.len() + k.len() + value.size_hint() + 4);
-                out.push_str(if empty { "{" } else { body });
+                let body = t.get(..t.len() - 1).unwrap_or_default();
+                let first = super::lex::ws_end(t.as_bytes(), 1);
+                let empty = t.as_bytes().get(first) == Some(&b'}');
+                out.reserve(t.len() + k.len() + value.size_hint() + 4);
+                out.push_str(if empty { "{\"" } else { body });
                 if !empty {
-                    out.push(',');
+                    out.push_str(",\"");
                 }
-                out.push('"');
                 out.push_str(k);
                 out.push_str("\":");
                 value.write_json(out);
@@ -841,12 +898,106 @@ macro_rules! json_from_int {
         }
         impl From<$t> for Number {
             fn from(i: $t) -> Self {
-                Number { lexeme: i.to_string().into_boxed_str() }
+                // What fits 64 bits is written here, without an allocation.
+                let lexeme = match (i64::try_from(i), u64::try_from(i)) {
+                    (_, Ok(u)) => Lexeme::integer(false, u),
+                    (Ok(n), Err(_)) => Lexeme::integer(n < 0, n.unsigned_abs()),
+                    _ => Lexeme::Long(i.to_string().into_boxed_str()),
+                };
+                Number { lexeme }
             }
         }
     )*};
 }
 json_from_int!(i8 i16 i32 i64 i128 isize u8 u16 u32 u64 u128 usize);
+
+/// A number's lexeme: a short one (most are: counters, ids, coordinates)
+/// held in place, without an allocation of its own. Its bytes are read as
+/// they are; the `&str` of a short one is checked (ASCII) when asked for,
+/// which the workspace's `forbid(unsafe_code)` leaves no other way to make.
+#[derive(Clone)]
+enum Lexeme {
+    /// The first `len` bytes of `bytes`: an ASCII lexeme.
+    Short {
+        len: u8,
+        bytes: [u8; SHORT_LEXEME],
+    },
+    Long(Box<str>),
+}
+
+/// The longest lexeme held in place: what keeps a [`Number`] three words.
+const SHORT_LEXEME: usize = 22;
+
+impl Lexeme {
+    fn new(text: &str) -> Lexeme {
+        let n = text.len();
+        match u8::try_from(n) {
+            Ok(len) if n <= SHORT_LEXEME => {
+                let mut bytes = [0; SHORT_LEXEME];
+                bytes[..n].copy_from_slice(text.as_bytes());
+                Lexeme::Short { len, bytes }
+            }
+            _ => Lexeme::Long(text.into()),
+        }
+    }
+
+    /// The decimal lexeme of the integer `magnitude`, negated when
+    /// `negative` (20 digits and a sign at most: always short).
+    fn integer(negative: bool, mut magnitude: u64) -> Lexeme {
+        let mut digits = [0u8; 20];
+        let mut at = digits.len();
+        loop {
+            at -= 1;
+            digits[at] = b'0' + (magnitude % 10) as u8;
+            magnitude /= 10;
+            if magnitude == 0 {
+                break;
+            }
+        }
+        let mut bytes = [0; SHORT_LEXEME];
+        let mut len = 0;
+        if negative {
+            bytes[0] = b'-';
+            len = 1;
+        }
+        let count = digits.len() - at;
+        bytes[len..len + count].copy_from_slice(&digits[at..]);
+        len += count;
+        Lexeme::Short {
+            len: len as u8,
+            bytes,
+        }
+    }
+
+    fn as_bytes(&self) -> &[u8] {
+        match self {
+            Lexeme::Short { len, bytes } => bytes.get(..usize::from(*len)).unwrap_or_default(),
+            Lexeme::Long(text) => text.as_bytes(),
+        }
+    }
+
+    fn as_str(&self) -> &str {
+        match self {
+            // ASCII by construction, so this cannot fail.
+            Lexeme::Short { .. } => std::str::from_utf8(self.as_bytes()).unwrap_or_default(),
+            Lexeme::Long(text) => text,
+        }
+    }
+}
+
+/// The integer of the digits of an integer lexeme (no sign), if it fits:
+/// what `str::parse` answers, on the bytes.
+fn digits_value(digits: &[u8]) -> Option<u64> {
+    if digits.is_empty() {
+        return None;
+    }
+    digits.iter().try_fold(0u64, |n, &d| {
+        if !d.is_ascii_digit() {
+            return None;
+        }
+        n.checked_mul(10)?.checked_add(u64::from(d - b'0'))
+    })
+}
 
 /// A JSON number, kept as the lexeme the document used.
 ///
@@ -854,9 +1005,29 @@ json_from_int!(i8 i16 i32 i64 i128 isize u8 u16 u32 u64 u128 usize);
 /// JSON number lexeme (`-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`).
 /// Integers have any number of digits; an integer is a lexeme without
 /// fraction and exponent, as in Python's `json` module.
-#[derive(Clone, PartialEq, Eq, Hash)]
+#[derive(Clone)]
 pub struct Number {
-    lexeme: Box<str>,
+    lexeme: Lexeme,
+}
+
+// Three words: a `Number` is one of the values of a `Json`, which stays
+// the size its `Object` gives it.
+#[cfg(target_pointer_width = "64")]
+const _: () = assert!(size_of::<Number>() == 24);
+
+impl PartialEq for Number {
+    fn eq(&self, other: &Self) -> bool {
+        self.lexeme.as_bytes() == other.lexeme.as_bytes()
+    }
+}
+
+impl Eq for Number {}
+
+impl std::hash::Hash for Number {
+    /// As the lexeme's (a `str`'s) hash.
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.lexeme.as_str().hash(state);
+    }
 }
 
 impl Number {
@@ -871,7 +1042,7 @@ impl Number {
         // `{:?}` prints the shortest round-tripping form and keeps `.0`.
         let text = format!("{f:?}");
         Some(Number {
-            lexeme: text.into_boxed_str(),
+            lexeme: Lexeme::new(&text),
         })
     }
 
@@ -884,7 +1055,7 @@ impl Number {
     /// A lexeme that is syntactically a JSON number, finite or not.
     pub(crate) fn from_lexeme_unchecked_finite(text: &str) -> Option<Number> {
         super::lex::is_number_lexeme(text.as_bytes()).then(|| Number {
-            lexeme: text.into(),
+            lexeme: Lexeme::new(text),
         })
     }
 
@@ -893,16 +1064,22 @@ impl Number {
     /// and validation then rejects.
     pub(crate) fn from_parser(text: &str) -> Number {
         Number {
-            lexeme: text.into(),
+            lexeme: Lexeme::new(text),
         }
     }
 
     /// The lexeme, exactly as written in the document.
     pub fn as_str(&self) -> &str {
-        &self.lexeme
+        self.lexeme.as_str()
+    }
+
+    /// The lexeme's bytes (ASCII), for the writer.
+    pub(crate) fn lexeme_bytes(&self) -> &[u8] {
+        self.lexeme.as_bytes()
     }
 
     /// `true` for an integer lexeme (no fraction, no exponent).
+    #[inline]
     pub fn is_integer(&self) -> bool {
         let b = self.lexeme.as_bytes();
         !b.is_empty()
@@ -912,6 +1089,7 @@ impl Number {
 
     /// `true` unless the value is NaN or infinite once read as Python reads
     /// it (a float lexeme such as `1e400` overflows to infinity).
+    #[inline]
     pub fn is_finite(&self) -> bool {
         let b = self.lexeme.as_bytes();
         match b.first() {
@@ -927,15 +1105,21 @@ impl Number {
         if !has_exp && b.len() < 300 {
             return true;
         }
-        self.lexeme.parse::<f64>().is_ok_and(f64::is_finite)
+        self.as_str().parse::<f64>().is_ok_and(f64::is_finite)
     }
 
     /// The value as `i64`, if it is an integer lexeme in range (`-0` is 0).
     pub fn as_i64(&self) -> Option<i64> {
-        if self.is_integer() {
-            self.lexeme.parse().ok()
-        } else {
-            None
+        if !self.is_integer() {
+            return None;
+        }
+        let b = self.lexeme.as_bytes();
+        match b.strip_prefix(b"-") {
+            Some(digits) => {
+                let magnitude = digits_value(digits)?;
+                0i64.checked_sub_unsigned(magnitude)
+            }
+            None => i64::try_from(digits_value(b)?).ok(),
         }
     }
 
@@ -944,35 +1128,35 @@ impl Number {
         if !self.is_integer() {
             return None;
         }
-        if self.lexeme.as_ref() == "-0" {
+        let b = self.lexeme.as_bytes();
+        if b == b"-0" {
             return Some(0);
         }
-        self.lexeme.parse().ok()
+        digits_value(b)
     }
 
     /// The value as `f64` (integers converted, possibly rounded).
     pub fn as_f64(&self) -> Option<f64> {
-        self.lexeme.parse::<f64>().ok().filter(|f| f.is_finite())
+        self.as_str().parse::<f64>().ok().filter(|f| f.is_finite())
     }
 
     /// `true` if the lexeme denotes a negative value (`-0` is not negative,
     /// `-0.0` is).
     pub(crate) fn is_negative_integer(&self) -> bool {
-        self.is_integer()
-            && self.lexeme.starts_with('-')
-            && self.lexeme.bytes().skip(1).any(|c| c != b'0')
+        let b = self.lexeme.as_bytes();
+        self.is_integer() && b.first() == Some(&b'-') && b.iter().skip(1).any(|c| *c != b'0')
     }
 }
 
 impl fmt::Debug for Number {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.lexeme)
+        f.write_str(self.as_str())
     }
 }
 
 impl fmt::Display for Number {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.lexeme)
+        f.write_str(self.as_str())
     }
 }
 

@@ -84,7 +84,7 @@ fn escape_lanes(w: u64) -> u64 {
 /// The index of the first byte at or after `i` that needs an escape, or
 /// `bytes.len()`. Reads eight bytes at a time, the last (partial) eight too,
 /// so that short strings and tails cost no byte-by-byte loop.
-#[inline]
+#[inline(always)]
 fn next_escape(bytes: &[u8], mut i: usize) -> usize {
     const SPACES: u64 = 0x2020_2020_2020_2020;
     while let Some(chunk) = bytes.get(i..).and_then(<[u8]>::first_chunk::<8>) {
@@ -136,19 +136,29 @@ fn load_short(rest: &[u8]) -> u64 {
     word | 0x2020_2020_2020_2020u64 << (8 * n)
 }
 
+/// `true` when `s` holds a byte that [`write_str`] escapes.
+pub(crate) fn needs_escape(s: &str) -> bool {
+    next_escape(s.as_bytes(), 0) < s.len()
+}
+
 /// Appends `s` as a JSON string, escaped as serde_json does.
 pub(crate) fn write_str(out: &mut String, s: &str) {
     out.reserve(s.len() + 2);
     out.push('"');
     let bytes = s.as_bytes();
-    let mut start = 0;
-    loop {
-        let i = next_escape(bytes, start);
-        // Runs end before an ASCII byte or at the end: always a char boundary.
-        out.push_str(&s[start..i]);
-        let Some(&b) = bytes.get(i) else { break };
+    let mut start = next_escape(bytes, 0);
+    // The usual string needs no escape: one copy.
+    out.push_str(s.get(..start).unwrap_or_default());
+    if start == bytes.len() {
+        out.push('"');
+        return;
+    }
+    while let Some(&b) = bytes.get(start) {
         push_escape(out, b);
-        start = i + 1;
+        let i = next_escape(bytes, start + 1);
+        // Runs end before an ASCII byte or at the end: always a char boundary.
+        out.push_str(&s[start + 1..i]);
+        start = i;
     }
     out.push('"');
 }
@@ -204,8 +214,14 @@ pub(crate) fn write_bool(out: &mut String, b: bool) {
 
 /// `-?(0|[1-9][0-9]*)`: what `itoa` prints back for the integers it can
 /// hold, so the lexeme can be copied.
+#[cfg(test)]
 fn is_canonical_integer(text: &str) -> bool {
-    let digits = text.strip_prefix('-').unwrap_or(text).as_bytes();
+    canonical_integer(text.as_bytes())
+}
+
+/// [`is_canonical_integer`] of a lexeme's bytes.
+fn canonical_integer(text: &[u8]) -> bool {
+    let digits = text.strip_prefix(b"-").unwrap_or(text);
     match digits {
         [] => false,
         [d] => d.is_ascii_digit(),
@@ -215,14 +231,21 @@ fn is_canonical_integer(text: &str) -> bool {
 
 impl WriteJson for Number {
     fn write_json(&self, out: &mut String) {
-        let text = self.as_str();
+        let bytes = self.lexeme_bytes();
         // The `Serialize` impl prints a canonical integer lexeme back as it
         // is (through `itoa`, or verbatim for `-0` and beyond `u64`). Every
         // other lexeme takes that impl's steps, one by one.
-        if is_canonical_integer(text) {
-            out.push_str(text);
+        if canonical_integer(bytes) {
+            if bytes.len() <= 8 {
+                // A few ASCII digits, pushed as they are: cheaper than
+                // checking them as a `str` and copying them.
+                out.extend(bytes.iter().copied().map(char::from));
+            } else {
+                out.push_str(self.as_str());
+            }
             return;
         }
+        let text = self.as_str();
         if self.is_integer() {
             if let Ok(i) = text.parse::<i64>() {
                 if text != "-0" {
@@ -244,11 +267,11 @@ impl WriteJson for Number {
     fn size_hint(&self) -> usize {
         // Exact for an integer written back as it is (the usual case, and
         // what `Object::insert` sizes kept text with).
-        let text = self.as_str();
-        if is_canonical_integer(text) {
-            text.len()
+        let bytes = self.lexeme_bytes();
+        if canonical_integer(bytes) {
+            bytes.len()
         } else {
-            text.len() + 2
+            bytes.len() + 2
         }
     }
 }

@@ -121,3 +121,6 @@ pub(crate) use response::{
     AGENT_ERROR_FIELDS, DECISION_FIELDS, DECISION_SHAPE, ERROR_SHAPE as AGENT_ERROR_SHAPE,
     TOOL_CALL_FIELDS,
 };
+// A candidate written from its parts: an agent's, straight into an answer
+// (`exchange.rs`).
+pub(crate) use response::{OutputId, OutputParts, output_size_hint, write_output};

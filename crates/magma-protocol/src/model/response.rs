@@ -9,7 +9,7 @@ use std::ops::Deref;
 use serde::ser::{Serialize, SerializeStruct, Serializer};
 
 use crate::error::{Error, ErrorKind};
-use crate::json::write::{write_i64, write_str, write_u64};
+use crate::json::write::{needs_escape, write_i64, write_str, write_u64};
 use crate::json::{Json, Object, Shape, WriteJson, parse_shaped_counted, to_string, to_value};
 use crate::limits::{MAX_REPORTED_ERRORS, READ};
 use crate::validate::{
@@ -461,9 +461,14 @@ impl WriteJson for ToolCall {
     fn write_json(&self, out: &mut String) {
         out.push_str("{\"name\":");
         write_str(out, &self.name);
-        out.push_str(",\"arguments\":");
-        self.arguments.write_json(out);
-        out.push_str(",\"target_robot_name\":");
+        // An empty map writes `{}` (kept text is written as it was read).
+        if self.arguments.raw_text().is_none() && self.arguments.is_empty() {
+            out.push_str(",\"arguments\":{},\"target_robot_name\":");
+        } else {
+            out.push_str(",\"arguments\":");
+            self.arguments.write_json(out);
+            out.push_str(",\"target_robot_name\":");
+        }
         write_str(out, &self.target_robot_name);
         out.push('}');
     }
@@ -475,9 +480,13 @@ impl WriteJson for ToolCall {
 
 impl WriteJson for AgentDecision {
     fn write_json(&self, out: &mut String) {
-        out.push_str("{\"say\":");
-        write_str(out, &self.say);
-        out.push_str(",\"tool_calls\":");
+        if self.say.is_empty() {
+            out.push_str("{\"say\":\"\",\"tool_calls\":");
+        } else {
+            out.push_str("{\"say\":");
+            write_str(out, &self.say);
+            out.push_str(",\"tool_calls\":");
+        }
         self.tool_calls.write_json(out);
         out.push('}');
     }
@@ -537,29 +546,108 @@ impl WriteJson for Outcome {
 
 impl WriteJson for AgentOutput {
     fn write_json(&self, out: &mut String) {
-        out.push_str("{\"request_id\":");
-        write_str(out, &self.request_id);
-        out.push_str(",\"source_id\":");
-        write_i64(out, self.source_id);
-        out.push_str(",\"candidate_index\":");
-        write_u64(out, self.candidate_index);
-        out.push(',');
-        write_status_field(out, &self.outcome);
-        out.push_str("\"memory\":");
-        self.memory.write_json(out);
-        out.push_str(",\"internal_steps\":");
-        self.internal_steps.write_json(out);
-        out.push(',');
-        write_output_and_error(out, &self.outcome);
-        out.push('}');
+        let id = OutputId::new(&self.request_id);
+        write_output(out, id, self.source_id, self.candidate_index, self.parts());
     }
 
     fn size_hint(&self) -> usize {
-        130 + self.request_id.len()
-            + self.memory.size_hint()
-            + self.internal_steps.size_hint()
-            + outcome_size_hint(&self.outcome)
+        output_size_hint(self.request_id.len(), self.parts())
     }
+}
+
+impl AgentOutput {
+    fn parts(&self) -> OutputParts<'_> {
+        OutputParts {
+            memory: &self.memory,
+            internal_steps: &self.internal_steps,
+            outcome: &self.outcome,
+        }
+    }
+}
+
+/// A candidate's request id as its writer writes it: as it is when it
+/// needs no escape (checked once for all the candidates of an answer).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct OutputId<'a> {
+    id: &'a str,
+    plain: bool,
+}
+
+impl<'a> OutputId<'a> {
+    pub(crate) fn new(id: &'a str) -> OutputId<'a> {
+        OutputId {
+            id,
+            plain: !needs_escape(id),
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.id.len()
+    }
+}
+
+/// What a candidate holds besides its ids: an [`AgentOutput`]'s, or an
+/// agent's candidate written as one (`exchange.rs`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct OutputParts<'a> {
+    pub(crate) memory: &'a Object,
+    pub(crate) internal_steps: &'a [Object],
+    pub(crate) outcome: &'a Outcome,
+}
+
+/// The compact JSON of a candidate (an `AgentOutput`) from its parts.
+/// The punctuation and keys between two values go out as one piece: a
+/// candidate has about a dozen of them, each a capacity check and a copy.
+pub(crate) fn write_output(
+    out: &mut String,
+    id: OutputId<'_>,
+    source_id: i64,
+    candidate_index: u64,
+    parts: OutputParts<'_>,
+) {
+    if id.plain {
+        out.push_str("{\"request_id\":\"");
+        out.push_str(id.id);
+        out.push_str("\",\"source_id\":");
+    } else {
+        out.push_str("{\"request_id\":");
+        write_str(out, id.id);
+        out.push_str(",\"source_id\":");
+    }
+    write_i64(out, source_id);
+    out.push_str(",\"candidate_index\":");
+    write_u64(out, candidate_index);
+    out.push_str(match parts.outcome {
+        Outcome::Completed(_) => ",\"status\":\"completed\",\"memory\":",
+        Outcome::Error(_) => ",\"status\":\"error\",\"memory\":",
+    });
+    parts.memory.write_json(out);
+    if parts.internal_steps.is_empty() {
+        out.push_str(",\"internal_steps\":[],\"output\":");
+    } else {
+        out.push_str(",\"internal_steps\":");
+        parts.internal_steps.write_json(out);
+        out.push_str(",\"output\":");
+    }
+    match parts.outcome {
+        Outcome::Completed(decision) => {
+            decision.write_json(out);
+            out.push_str(",\"error\":null}");
+        }
+        Outcome::Error(error) => {
+            out.push_str("null,\"error\":");
+            error.write_json(out);
+            out.push('}');
+        }
+    }
+}
+
+/// [`WriteJson::size_hint`] of a candidate from its parts.
+pub(crate) fn output_size_hint(id_len: usize, parts: OutputParts<'_>) -> usize {
+    130 + id_len
+        + parts.memory.size_hint()
+        + parts.internal_steps.size_hint()
+        + outcome_size_hint(parts.outcome)
 }
 
 impl WriteJson for AgentResponse {

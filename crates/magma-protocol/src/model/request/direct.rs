@@ -168,7 +168,10 @@ fn request(c: &mut Cursor<'_>) -> Option<AgentRequest> {
         if i == 0 {
             request_id = Some(NonEmptyString::from_text(c.string_cow()?)?);
         } else {
-            let mut list = Vec::new();
+            // Room for the inputs the rest of the body can hold at about
+            // half a kilobyte each (BENCH's hold more), at most a few: a
+            // list grown from nothing is copied at each doubling.
+            let mut list = Vec::with_capacity((c.remaining() / 512).clamp(1, 16));
             c.array(|c| {
                 list.push(input(c, INPUT_FIELD_DEPTH)?);
                 Some(())
