@@ -75,15 +75,52 @@ struct Measured {
     elapsed: Duration,
 }
 
+/// The binary's own footprint before it reads anything (code, runtime,
+/// allocator): the peak of `magma-validate batch` waiting on an empty,
+/// open standard input. A process that exits at once (`--version`) can be
+/// gone before the first reading, which would read as 0 KiB; this one
+/// stays until its input closes, and is read until its peak settles.
+fn idle_peak_kib() -> u64 {
+    let mut child = Command::new(BIN)
+        .arg("batch")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start magma-validate batch");
+    let pid = child.id();
+    let started = Instant::now();
+    let mut peak = 0;
+    let mut settled_since = Instant::now();
+    // Settled: no change for 200 ms, at least 300 ms after the start.
+    while started.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(10));
+        let kib = peak_rss_kib(pid).unwrap_or(0);
+        if kib != peak {
+            peak = kib;
+            settled_since = Instant::now();
+        } else if started.elapsed() > Duration::from_millis(300)
+            && settled_since.elapsed() > Duration::from_millis(200)
+        {
+            break;
+        }
+    }
+    drop(child.stdin.take());
+    let status = child.wait().expect("wait for magma-validate batch");
+    assert!(
+        status.success(),
+        "magma-validate batch on empty input: {status}"
+    );
+    assert!(
+        peak > 0,
+        "no reading of VmHWM for the idle magma-validate batch"
+    );
+    peak
+}
+
 /// Runs the binary with `args` and reads its peak resident memory
 /// (`VmHWM`, a high-water mark: any reading after the peak sees it) every
 /// millisecond until it exits.
-/// The binary's own footprint before it reads anything (code, runtime,
-/// allocator): the peak of `magma-validate --version`.
-fn idle_peak_kib() -> u64 {
-    run_measured(&["--version"]).peak_kib
-}
-
 fn run_measured(args: &[&str]) -> Measured {
     let started = Instant::now();
     let mut child = Command::new(BIN)
