@@ -184,6 +184,14 @@ fn trailing_comma(bytes: &[u8], line: usize, column: usize) -> Option<(char, usi
 /// assert!(mismatch.message.contains("candidate 0 should be"));
 /// ```
 pub fn check_exchange(request: &[u8], response: &[u8]) -> Report {
+    exchange_report(request, response, false)
+}
+
+/// [`check_exchange`], and with `error_candidates` a warning for each
+/// candidate that is an error (the proxy's view of a run: which exchange
+/// carried errors and why; a single document check leaves them out, since
+/// an error candidate is valid on the wire).
+pub(crate) fn exchange_report(request: &[u8], response: &[u8], error_candidates: bool) -> Report {
     let mut report = Report::new("exchange");
     let req = AgentRequest::from_slice(request);
     let resp = AgentResponse::from_slice(response);
@@ -203,9 +211,15 @@ pub fn check_exchange(request: &[u8], response: &[u8]) -> Report {
                 report.findings.push(mismatch_finding(&m));
             }
             report.findings.extend(lint::response(resp, Some(req)));
+            if error_candidates {
+                report.findings.extend(lint::error_candidates(resp));
+            }
         }
         (Err(_), Ok(resp)) => {
             report.findings.extend(lint::response(resp, None));
+            if error_candidates {
+                report.findings.extend(lint::error_candidates(resp));
+            }
             report.notes.push(
                 "the request is invalid: the candidate sequence and the lints that need \
                  the request were not checked"

@@ -9,6 +9,7 @@ mod explain;
 mod lint;
 pub mod probe;
 pub mod proxy;
+mod refusal;
 pub mod render;
 mod report;
 

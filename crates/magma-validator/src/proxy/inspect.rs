@@ -5,8 +5,9 @@ use magma_protocol::AgentRequest;
 use magma_protocol::coaching::CoachingProposal;
 use magma_protocol::routes::Endpoint;
 
-use crate::check::{DocumentKind, check_coaching_exchange, check_document, check_exchange};
-use crate::report::{Finding, shorten};
+use crate::check::{DocumentKind, check_coaching_exchange, check_document, exchange_report};
+use crate::refusal::invalid_request_answer;
+use crate::report::{Finding, Severity, shorten};
 
 /// A route of the agent contract (paths relative to the upstream base URL).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,8 +89,8 @@ pub(crate) fn inspect(
     let ok = status == 200;
     let kind = match route {
         Route::Health => {
+            checks.push("health");
             if ok {
-                checks.push("health");
                 push(
                     &mut findings,
                     "health",
@@ -97,6 +98,10 @@ pub(crate) fn inspect(
                 );
                 "health"
             } else {
+                findings.push(Checked {
+                    check: "health",
+                    finding: health_status_finding(status, answer),
+                });
                 "none"
             }
         }
@@ -124,14 +129,31 @@ pub(crate) fn inspect(
             checks.push("request");
             let request_report = check_document(DocumentKind::Request, request);
             let request_ok = request_report.is_conformant();
+            let nan = request_report.errors().all(|f| f.code == "finite_number");
             push(&mut findings, "request", request_report.findings);
             if let Ok(parsed) = AgentRequest::from_slice(request) {
                 checks.push("reinjected_payload");
                 push(&mut findings, "reinjected_payload", reinjected(&parsed));
             }
             checks.push("response");
+            if !request_ok {
+                let what = "a request the reference refuses with 422";
+                if let Some(mut finding) =
+                    invalid_request_answer(status, what, &excerpt(answer), nan)
+                {
+                    // No consumer can send NaN: a 500 for it (FastAPI's own
+                    // answer) is worth knowing, not a failed exchange.
+                    if nan && finding.code == "server_error_on_invalid_request" {
+                        finding.severity = Severity::Warning;
+                    }
+                    findings.push(Checked {
+                        check: "response",
+                        finding,
+                    });
+                }
+            }
             if ok {
-                let report = check_exchange(request, answer);
+                let report = exchange_report(request, answer, true);
                 // The request's own findings are above already.
                 let answer_findings = report
                     .findings
@@ -204,6 +226,51 @@ pub(crate) fn inspect(
         kind,
         checks,
         findings,
+    }
+}
+
+/// The start of an answer's body, for messages.
+fn excerpt(answer: &[u8]) -> String {
+    let text = String::from_utf8_lossy(answer);
+    let text = text.trim();
+    if text.is_empty() {
+        "empty body".to_owned()
+    } else {
+        shorten(text, 200)
+    }
+}
+
+/// `GET /health` answered something else than 200. BENCH checks it once at
+/// start-up and aborts on anything but 2xx, without waiting: a `503` (not
+/// ready, what reference agents answer while models load) is a warning,
+/// since an orchestrator that waits for readiness polls through it; any
+/// other status is an error.
+fn health_status_finding(status: u16, answer: &[u8]) -> Finding {
+    let what = format!("GET {}", Endpoint::Health);
+    if status == 503 {
+        Finding::warning(
+            "http",
+            "not_ready",
+            "",
+            format!("{what} answered 503 (not ready): {}", excerpt(answer)),
+        )
+        .with_impact(
+            "BENCH aborts its start-up on anything but 2xx (it does not wait or retry); GEN \
+             does not ask /health",
+        )
+        .with_fix(
+            "start BENCH once /health answers 200; if it never does, look at the agent's \
+             log for why its models do not load",
+        )
+    } else {
+        Finding::error(
+            "http",
+            "http_status",
+            "",
+            format!("{what} answered {status}: {}", excerpt(answer)),
+        )
+        .with_impact("BENCH aborts its start-up on anything but 2xx")
+        .with_fix("answer 200 {\"status\":\"ready\"} once inference is possible, 503 before")
     }
 }
 

@@ -152,29 +152,82 @@ fn an_unreachable_upstream_is_a_502_with_a_json_detail() {
     assert!(log.contains("upstream error upstream_unreachable"), "{log}");
 }
 
-/// Each broken agent: the finding naming its fault in the log, the
-/// recording and the JUnit summary.
+/// What the client of a fault case sends to `POST /v1/responses`.
+#[derive(Debug, Clone, Copy)]
+enum Sent {
+    /// [`REQUEST`]: one input, two candidates.
+    Plain,
+    /// `inputs: []`.
+    NoInputs,
+    /// BENCH's env input with tools, known robots and a `memory_list`.
+    BenchLike,
+    /// A request the reference refuses (a number as `request_id`).
+    Invalid,
+    /// A request whose memory holds a NaN (no consumer can send it).
+    Nan,
+}
+
+impl Sent {
+    fn body(self) -> String {
+        match self {
+            Sent::Plain => REQUEST.to_owned(),
+            Sent::NoInputs => r#"{"request_id":"r-2","inputs":[]}"#.to_owned(),
+            Sent::BenchLike => magma_testkit::fixtures::bench_like_request(1),
+            Sent::Invalid => r#"{"request_id":5,"inputs":[]}"#.to_owned(),
+            Sent::Nan => REQUEST.replace(r#""n":1"#, r#""n":NaN"#),
+        }
+    }
+}
+
+/// What the proxy says of an agent with `fault`: what the client sends,
+/// the check and the code of the finding naming the fault, and the exit
+/// code; `None` for the conformant agents.
+fn expected(fault: Fault) -> Option<(Sent, &'static str, &'static str, i32)> {
+    use Sent::*;
+    let case = match fault {
+        Fault::None | Fault::Slow => return None,
+        Fault::ReversedCandidates => (Plain, "response", "candidates_mismatch", 1),
+        Fault::MissingCandidate => (Plain, "response", "candidates_mismatch", 1),
+        Fault::IndexFromOne => (Plain, "response", "candidates_mismatch", 1),
+        Fault::RequestIdNotEchoed => (Plain, "response", "candidates_mismatch", 1),
+        Fault::MemoryMissing => (Plain, "response", "missing", 1),
+        Fault::MemoryNull => (Plain, "response", "dict_type", 1),
+        Fault::NanInBody => (Plain, "response", "finite_number", 1),
+        Fault::ObjectInsteadOfArray => (Plain, "response", "list_type", 1),
+        Fault::HealthExtraField => (Plain, "health", "extra_forbidden", 1),
+        Fault::InfoCoachingSessionVersion => (Plain, "info", "extra_forbidden", 1),
+        Fault::InfoProtocol10 => (Plain, "info", "protocol_version", 0),
+        Fault::InfoInferenceFalse => (Plain, "info", "inference_capability", 0),
+        Fault::InfoServerError => (Plain, "info", "http_status", 1),
+        Fault::ServerErrorOnEmptyInputs => (NoInputs, "response", "http_status", 1),
+        Fault::SayWithToolCalls => (BenchLike, "response", "say_with_tool_calls", 0),
+        Fault::EmptyDecision => (Plain, "response", "empty_decision", 0),
+        Fault::MemoryListDropped => (BenchLike, "response", "memory_list_dropped", 0),
+        Fault::AllErrorCandidates => (Plain, "response", "error_candidate", 0),
+        Fault::TextPlainContentType => (Plain, "content_type", "content_type", 0),
+        Fault::HealthUnavailable => (Plain, "health", "not_ready", 0),
+        Fault::RequiresAuthorization => (Plain, "health", "http_status", 1),
+        Fault::HangsOnPost => (Plain, "upstream", "upstream_timeout", 1),
+        // A consumer that sends an invalid request is told so by a request
+        // finding (an error: exit 1); the agent's answer to it is the
+        // response finding.
+        Fault::OkForInvalidRequests => (Invalid, "response", "accepted_invalid_request", 1),
+        Fault::NanServerError => (Nan, "response", "server_error_on_invalid_request", 1),
+    };
+    Some(case)
+}
+
+/// Each broken agent of these tests (every [`Fault`] but `None` and
+/// `Slow`, which are conformant): the finding naming its fault in the log,
+/// the recording and the JUnit summary, and the exit code its severity
+/// gives (1 for an error, 0 when there are warnings only).
 #[test]
 fn each_broken_agent_produces_a_finding_naming_its_fault() {
-    let cases = [
-        (Fault::ReversedCandidates, "response", "candidates_mismatch"),
-        (Fault::MissingCandidate, "response", "candidates_mismatch"),
-        (Fault::IndexFromOne, "response", "candidates_mismatch"),
-        (Fault::RequestIdNotEchoed, "response", "candidates_mismatch"),
-        (Fault::MemoryMissing, "response", "missing"),
-        (Fault::MemoryNull, "response", "dict_type"),
-        (Fault::NanInBody, "response", "finite_number"),
-        (Fault::ObjectInsteadOfArray, "response", "list_type"),
-        (Fault::HealthExtraField, "health", "extra_forbidden"),
-        (Fault::InfoCoachingSessionVersion, "info", "extra_forbidden"),
-        (Fault::InfoProtocol10, "info", "protocol_version"),
-        (Fault::InfoServerError, "info", "http_status"),
-        (Fault::ServerErrorOnEmptyInputs, "response", "http_status"),
-        (Fault::SayWithToolCalls, "response", "say_with_tool_calls"),
-        (Fault::TextPlainContentType, "content_type", "content_type"),
-    ];
     let dir = TempDir::new("proxy-faults");
-    for (fault, check, code) in cases {
+    for fault in Fault::ALL {
+        let Some((sent, check, code, exit_code)) = expected(fault) else {
+            continue;
+        };
         let agent = agent_server(fault);
         let record = dir.path().join(format!("{fault:?}.jsonl"));
         let junit = dir.path().join(format!("{fault:?}.xml"));
@@ -187,33 +240,32 @@ fn each_broken_agent_produces_a_finding_naming_its_fault() {
                 "junit",
                 "-o",
                 junit.to_str().unwrap(),
+                "--timeout",
+                "2",
             ],
         );
         let c = client(&proxy.url);
         let _ = c.execute(RawRequest::get("/health"));
         let _ = c.execute(RawRequest::get("/v1/info"));
-        let body = if fault == Fault::ServerErrorOnEmptyInputs {
-            r#"{"request_id":"r-2","inputs":[]}"#.to_owned()
-        } else if fault == Fault::SayWithToolCalls {
-            // BENCH's env input with tools and known robots.
-            magma_testkit::fixtures::bench_like_request(1)
-        } else {
-            REQUEST.to_owned()
-        };
-        let _ = c.execute(RawRequest::post("/v1/responses").json(body));
+        let _ = c.execute(RawRequest::post("/v1/responses").json(sent.body()));
         let (exit, log) = proxy.stop();
-        // Lints (warnings) do not fail the run; contract errors do.
-        let warning = matches!(
-            code,
-            "protocol_version" | "say_with_tool_calls" | "content_type"
-        );
-        assert_eq!(exit, i32::from(!warning), "{fault:?}: {log}");
+        assert_eq!(exit, exit_code, "{fault:?}: {log}");
         let line = format!("{check} ");
+        let named: Vec<&str> = log
+            .lines()
+            .filter(|l| l.starts_with("[exchange ") && l.contains(&line) && l.contains(code))
+            .collect();
         assert!(
-            log.lines()
-                .any(|l| l.starts_with("[exchange ") && l.contains(&line) && l.contains(code)),
+            !named.is_empty(),
             "{fault:?}: no {check}/{code} line in\n{log}"
         );
+        // Warnings only: the line says so.
+        if exit_code == 0 {
+            assert!(
+                named.iter().all(|l| l.contains(" warning ")),
+                "{fault:?}: {named:?}"
+            );
+        }
         let recorded = std::fs::read_to_string(&record).unwrap();
         assert!(
             recorded.lines().any(|l| {
@@ -234,16 +286,12 @@ fn each_broken_agent_produces_a_finding_naming_its_fault() {
             .iter()
             .find(|c| c.name.as_str() == check)
             .unwrap_or_else(|| panic!("{fault:?}: no test case {check} in\n{xml}"));
-        if warning {
-            // Lints are warnings: the case passes and lists them.
-            assert!(xml.contains(code), "{fault:?}: {xml}");
-        } else {
-            assert!(
-                !matches!(case.status, quick_junit::TestCaseStatus::Success { .. }),
-                "{fault:?}: {xml}"
-            );
-            assert!(xml.contains(code), "{fault:?}: {xml}");
-        }
+        assert!(xml.contains(code), "{fault:?}: {xml}");
+        let passed = matches!(case.status, quick_junit::TestCaseStatus::Success { .. });
+        // Lints are warnings: the case passes and lists them. An error
+        // fails the case of its check.
+        let error_here = named.iter().any(|l| l.contains(" error "));
+        assert_eq!(passed, !error_here, "{fault:?}: {xml}");
     }
 }
 
@@ -437,9 +485,16 @@ fn coaching_calls_and_reinjected_payloads_are_checked() {
         .lines()
         .filter(|l| l.starts_with("[exchange "))
         .collect();
-    assert_eq!(flagged.len(), 1, "{log}");
+    // The payload that does not read, and what the demo agent made of it:
+    // an error candidate saying so.
+    assert_eq!(flagged.len(), 2, "{log}");
     assert!(
         flagged[0].contains("reinjected_payload warning reinjected_payload"),
+        "{log}"
+    );
+    assert!(
+        flagged[1].contains("response warning error_candidate")
+            && flagged[1].contains("invalid CoachingPayload"),
         "{log}"
     );
     let text = std::fs::read_to_string(&record).unwrap();

@@ -85,6 +85,39 @@ pub(crate) enum Fault {
     HangsOnPost,
 }
 
+impl Fault {
+    /// Every fault, in declaration order (the tests that go through all of
+    /// them match on each, so a new one does not compile until it has its case).
+    pub(crate) const ALL: [Fault; 26] = [
+        Fault::None,
+        Fault::ReversedCandidates,
+        Fault::MissingCandidate,
+        Fault::IndexFromOne,
+        Fault::RequestIdNotEchoed,
+        Fault::MemoryMissing,
+        Fault::MemoryNull,
+        Fault::NanInBody,
+        Fault::ObjectInsteadOfArray,
+        Fault::HealthExtraField,
+        Fault::InfoCoachingSessionVersion,
+        Fault::InfoProtocol10,
+        Fault::InfoInferenceFalse,
+        Fault::OkForInvalidRequests,
+        Fault::ServerErrorOnEmptyInputs,
+        Fault::HealthUnavailable,
+        Fault::SayWithToolCalls,
+        Fault::EmptyDecision,
+        Fault::MemoryListDropped,
+        Fault::TextPlainContentType,
+        Fault::NanServerError,
+        Fault::AllErrorCandidates,
+        Fault::InfoServerError,
+        Fault::RequiresAuthorization,
+        Fault::Slow,
+        Fault::HangsOnPost,
+    ];
+}
+
 /// The header `Fault::RequiresAuthorization` wants.
 pub(crate) const AUTHORIZATION: &str = "Bearer s3cret";
 
