@@ -191,6 +191,10 @@ enum Command {
         /// Stop after S seconds (otherwise at SIGINT or SIGTERM)
         #[arg(long, value_name = "S", value_parser = seconds)]
         duration: Option<Duration>,
+        /// Serve the counters for Prometheus at GET /metrics on this address (plain HTTP, a
+        /// listener of its own; port 0 picks a free one)
+        #[arg(long, value_name = "ADDR")]
+        metrics_listen: Option<String>,
         /// Format of the summary
         #[arg(long, value_enum, default_value_t = FormatArg::Human)]
         format: FormatArg,
@@ -506,10 +510,12 @@ fn run(cli: Cli) -> Result<u8, Fatal> {
             record_body_limit,
             redact,
             duration,
+            metrics_listen,
             format,
             output,
         } => {
             let mut config = proxy::ProxyConfig::new(upstream, listen);
+            config.metrics_listen = metrics_listen;
             config.cacert = cacert;
             config.client_identity = cert.zip(key);
             config.tls = tls_cert.zip(tls_key);
@@ -565,6 +571,9 @@ fn run_proxy(
         server.url(),
         config.upstream
     );
+    if let Some(addr) = server.metrics_addr() {
+        eprintln!("magma-validate proxy: metrics at http://{addr}/metrics");
+    }
     let summary = server.run();
     let text = match format {
         Format::Human => proxy::summary_human(&summary),

@@ -18,6 +18,7 @@
 //! thread; on one thread per kind it is kept once.
 
 mod inspect;
+mod metrics;
 mod pool;
 mod record;
 mod replay;
@@ -126,6 +127,9 @@ pub struct ProxyConfig {
     pub redact: Vec<String>,
     /// Stop after this long (otherwise at SIGINT or SIGTERM).
     pub duration: Option<Duration>,
+    /// Serve the counters for Prometheus at `GET /metrics` on this address
+    /// (plain HTTP, a listener of its own); none by default.
+    pub metrics_listen: Option<String>,
 }
 
 impl ProxyConfig {
@@ -147,6 +151,7 @@ impl ProxyConfig {
             record_body_limit: DEFAULT_RECORD_BODY_LIMIT,
             redact: Vec::new(),
             duration: None,
+            metrics_listen: None,
         }
     }
 }
@@ -166,6 +171,14 @@ pub enum ProxyError {
     /// The listening address cannot be bound.
     #[error("cannot listen on {addr}: {source}")]
     Listen {
+        /// The address.
+        addr: String,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// The metrics address (`--metrics-listen`) cannot be bound.
+    #[error("--metrics-listen {addr}: cannot listen: {source}")]
+    MetricsListen {
         /// The address.
         addr: String,
         /// The cause.
@@ -199,6 +212,7 @@ pub struct Proxy {
     runtime: tokio::runtime::Runtime,
     listener: TcpListener,
     local_addr: SocketAddr,
+    metrics: Option<(TcpListener, SocketAddr)>,
     shared: Arc<Shared>,
     checking: Arc<Checking>,
     config: ProxyConfig,
@@ -310,6 +324,18 @@ impl Proxy {
             addr: config.listen.clone(),
             source,
         })?;
+        let metrics = match &config.metrics_listen {
+            Some(addr) => {
+                let err = |source| ProxyError::MetricsListen {
+                    addr: addr.clone(),
+                    source,
+                };
+                let listener = runtime.block_on(TcpListener::bind(addr)).map_err(err)?;
+                let bound = listener.local_addr().map_err(err)?;
+                Some((listener, bound))
+            }
+            None => None,
+        };
         let checking = Arc::new(Checking {
             config: config.clone(),
             stats: Mutex::new(Stats::default()),
@@ -336,6 +362,7 @@ impl Proxy {
             runtime,
             listener,
             local_addr,
+            metrics,
             shared,
             checking,
             config,
@@ -361,12 +388,18 @@ impl Proxy {
         format!("{scheme}://{}", self.local_addr)
     }
 
+    /// The address of `GET /metrics`, when `metrics_listen` is set.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics.as_ref().map(|(_, addr)| *addr)
+    }
+
     /// Serves until SIGINT, SIGTERM or the configured duration; then lets
     /// the exchanges under way finish and returns the summary.
     pub fn run(self) -> ProxySummary {
         let Proxy {
             runtime,
             listener,
+            metrics,
             shared,
             checking,
             config,
@@ -380,6 +413,10 @@ impl Proxy {
         let (stop_tx, stop_rx) = watch::channel(false);
         let active = Arc::new(AtomicUsize::new(0));
         runtime.block_on(async {
+            if let Some((listener, _)) = metrics {
+                let serving = metrics::serve(listener, Arc::clone(&checking), started, stop_rx.clone());
+                tokio::spawn(serving);
+            }
             let stop = stop_signal(config.duration);
             tokio::pin!(stop);
             loop {

@@ -600,3 +600,85 @@ fn body_limit_and_memory_budget() {
     assert!(log.contains("memory budget"), "{log}");
     assert!(log.contains("upstream_timeout"), "{log}");
 }
+
+/// `--metrics-listen`: the counters for Prometheus at `GET /metrics`, on a
+/// listener of their own (the agent's paths are all forwarded), as the
+/// exchanges are checked; an address that cannot be bound stops the proxy
+/// at start-up naming the flag.
+#[test]
+fn metrics_for_prometheus_count_exchanges_checks_findings_and_latency() {
+    let agent = agent_server(Fault::MemoryMissing);
+    let mut proxy = start(&agent.url(), &["--metrics-listen", "127.0.0.1:0"]);
+    let line = proxy
+        .child
+        .wait_for_log("metrics at", Duration::from_secs(10));
+    let metrics_url = line
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .expect("the metrics URL")
+        .to_owned();
+    let c = client(&proxy.url);
+    assert_eq!(c.execute(RawRequest::get("/health")).unwrap().status(), 200);
+    // Each answer drops the memory of both its candidates.
+    for _ in 0..3 {
+        let _ = c.execute(RawRequest::post("/v1/responses").json(REQUEST));
+    }
+    // /metrics on the proxy's own address is the agent's business.
+    let forwarded = c.execute(RawRequest::get("/metrics")).unwrap();
+    assert_eq!(forwarded.status().as_u16(), 404);
+    let base = metrics_url.trim_end_matches("/metrics").to_owned();
+    let m = client(&base);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let text = loop {
+        let answer = m.execute(RawRequest::get("/metrics")).unwrap();
+        assert_eq!(answer.status().as_u16(), 200);
+        assert!(
+            answer
+                .headers()
+                .get("content-type")
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .starts_with("text/plain; version=0.0.4"),
+            "{:?}",
+            answer.headers()
+        );
+        let text = String::from_utf8(answer.body().to_vec()).unwrap();
+        // Counted once checked, just after each answer.
+        if text.contains("magma_proxy_exchanges_total 5") {
+            break text;
+        }
+        assert!(std::time::Instant::now() < deadline, "{text}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    for line in [
+        "magma_proxy_answers_total{status=\"200\"} 4",
+        "magma_proxy_answers_total{status=\"404\"} 1",
+        "magma_proxy_checks_total{check=\"health\",result=\"passed\"} 1",
+        "magma_proxy_checks_total{check=\"response\",result=\"failed\"} 3",
+        "magma_proxy_findings_total{check=\"response\",severity=\"error\",code=\"missing\"} 6",
+        "magma_proxy_latency_seconds_count 5",
+    ] {
+        assert!(text.lines().any(|l| l == line), "no {line:?} in\n{text}");
+    }
+    let not_found = m.execute(RawRequest::get("/v1/info")).unwrap();
+    assert_eq!(not_found.status().as_u16(), 404);
+    let (exit, _) = proxy.stop();
+    assert_eq!(exit, 1);
+
+    let out = run(
+        &[
+            "proxy",
+            "--upstream",
+            &agent.url(),
+            "--listen",
+            "127.0.0.1:0",
+            "--metrics-listen",
+            "256.0.0.1:9",
+        ],
+        b"",
+    );
+    assert_eq!(code(&out), 2, "{}", stdout(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--metrics-listen 256.0.0.1:9"), "{err}");
+}
