@@ -211,15 +211,9 @@ pub(crate) fn exchange_report(request: &[u8], response: &[u8], error_candidates:
                 report.findings.push(mismatch_finding(&m));
             }
             report.findings.extend(lint::response(resp, Some(req)));
-            if error_candidates {
-                report.findings.extend(lint::error_candidates(resp));
-            }
         }
         (Err(_), Ok(resp)) => {
             report.findings.extend(lint::response(resp, None));
-            if error_candidates {
-                report.findings.extend(lint::error_candidates(resp));
-            }
             report.notes.push(
                 "the request is invalid: the candidate sequence and the lints that need \
                  the request were not checked"
@@ -227,6 +221,9 @@ pub(crate) fn exchange_report(request: &[u8], response: &[u8], error_candidates:
             );
         }
         (_, Err(_)) => {}
+    }
+    if let (true, Ok(resp)) = (error_candidates, &resp) {
+        report.findings.extend(lint::error_candidates(resp));
     }
     report
         .findings

@@ -47,19 +47,25 @@ pub(crate) fn invalid_request_answer(
                  {\"detail\": [...]} (FastAPI with magma-core's AgentRequest as the body \
                  type, and magma-server, do this)",
             ),
-        _ if nan => Finding::error("http", "server_error_on_invalid_request", location, message)
-            .with_impact(NAN_5XX_IMPACT)
-            .with_fix(
-                "to answer 422, refuse NaN and Infinity before FastAPI echoes the input in \
-             its 422 (e.g. a RequestValidationError handler that drops the input), or \
-             waive this check with --skip invalid-request/nan",
-            ),
-        _ => Finding::error("http", "server_error_on_invalid_request", location, message)
-            .with_impact(INVALID_5XX_IMPACT)
-            .with_fix(
-                "validate the request before running the agent and answer 422 \
-             {\"detail\": [...]}",
-            ),
+        _ => {
+            let (impact, fix) = if nan {
+                (
+                    NAN_5XX_IMPACT,
+                    "to answer 422, refuse NaN and Infinity before FastAPI echoes the input in \
+                     its 422 (e.g. a RequestValidationError handler that drops the input), or \
+                     waive this check with --skip invalid-request/nan",
+                )
+            } else {
+                (
+                    INVALID_5XX_IMPACT,
+                    "validate the request before running the agent and answer 422 \
+                     {\"detail\": [...]}",
+                )
+            };
+            Finding::error("http", "server_error_on_invalid_request", location, message)
+                .with_impact(impact)
+                .with_fix(fix)
+        }
     };
     Some(finding)
 }

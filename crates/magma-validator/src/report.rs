@@ -183,6 +183,18 @@ impl Report {
 }
 
 /// Shortens a value for display: at most `max` characters, `...` after.
+/// The start of a body, for messages: trimmed, at most 200 characters, or
+/// `empty body`.
+pub(crate) fn body_excerpt(body: &[u8]) -> String {
+    let text = String::from_utf8_lossy(body);
+    let text = text.trim();
+    if text.is_empty() {
+        "empty body".to_owned()
+    } else {
+        shorten(text, 200)
+    }
+}
+
 pub(crate) fn shorten(text: &str, max: usize) -> String {
     let mut out: String = text.chars().take(max).collect();
     if out.len() < text.len() {

@@ -374,13 +374,7 @@ pub(crate) fn is_json_type(ct: &str) -> bool {
 
 /// The start of a body, for messages.
 pub(crate) fn body_excerpt(r: &RawResponse) -> String {
-    let text = String::from_utf8_lossy(r.body());
-    let text = text.trim();
-    if text.is_empty() {
-        "empty body".to_owned()
-    } else {
-        shorten(text, 200)
-    }
+    crate::report::body_excerpt(r.body())
 }
 
 /// A failed call, as an error finding.

@@ -7,7 +7,7 @@ use magma_protocol::routes::Endpoint;
 
 use crate::check::{DocumentKind, check_coaching_exchange, check_document, exchange_report};
 use crate::refusal::invalid_request_answer;
-use crate::report::{Finding, Severity, shorten};
+use crate::report::{Finding, Severity, body_excerpt, shorten};
 
 /// A route of the agent contract (paths relative to the upstream base URL).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -139,7 +139,7 @@ pub(crate) fn inspect(
             if !request_ok {
                 let what = "a request the reference refuses with 422";
                 if let Some(mut finding) =
-                    invalid_request_answer(status, what, &excerpt(answer), nan)
+                    invalid_request_answer(status, what, &body_excerpt(answer), nan)
                 {
                     // No consumer can send NaN: a 500 for it (FastAPI's own
                     // answer) is worth knowing, not a failed exchange.
@@ -229,17 +229,6 @@ pub(crate) fn inspect(
     }
 }
 
-/// The start of an answer's body, for messages.
-fn excerpt(answer: &[u8]) -> String {
-    let text = String::from_utf8_lossy(answer);
-    let text = text.trim();
-    if text.is_empty() {
-        "empty body".to_owned()
-    } else {
-        shorten(text, 200)
-    }
-}
-
 /// `GET /health` answered something else than 200. BENCH checks it once at
 /// start-up and aborts on anything but 2xx, without waiting: a `503` (not
 /// ready, what reference agents answer while models load) is a warning,
@@ -252,7 +241,7 @@ fn health_status_finding(status: u16, answer: &[u8]) -> Finding {
             "http",
             "not_ready",
             "",
-            format!("{what} answered 503 (not ready): {}", excerpt(answer)),
+            format!("{what} answered 503 (not ready): {}", body_excerpt(answer)),
         )
         .with_impact(
             "BENCH aborts its start-up on anything but 2xx (it does not wait or retry); GEN \
@@ -267,7 +256,7 @@ fn health_status_finding(status: u16, answer: &[u8]) -> Finding {
             "http",
             "http_status",
             "",
-            format!("{what} answered {status}: {}", excerpt(answer)),
+            format!("{what} answered {status}: {}", body_excerpt(answer)),
         )
         .with_impact("BENCH aborts its start-up on anything but 2xx")
         .with_fix("answer 200 {\"status\":\"ready\"} once inference is possible, 503 before")

@@ -20,14 +20,19 @@ use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode, header};
 use http_body_util::Full;
 use hyper::body::Incoming;
-use hyper::server::conn::http1;
 use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-use super::Checking;
-use super::summary::{LATENCY_BUCKETS_S, Stats};
+use super::summary::Stats;
+use super::{Checking, serve_until_stopped};
+
+/// The upper bounds of the latency histogram's buckets, in seconds: from a
+/// fast agent's milliseconds to a model's minutes, up to the default
+/// `--timeout` of 360 s.
+const LATENCY_BUCKETS_S: [f64; 16] = [
+    0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 360.0,
+];
 
 /// The content type of the text exposition format.
 const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -54,23 +59,11 @@ pub(super) async fn serve(
             continue;
         };
         let checking = Arc::clone(&checking);
-        let mut stop = stop.clone();
-        tokio::spawn(async move {
-            let svc = service_fn(move |req: Request<Incoming>| {
-                let checking = Arc::clone(&checking);
-                async move { Ok::<_, Infallible>(answer(&req, &checking, started)) }
-            });
-            let conn = http1::Builder::new().serve_connection(TokioIo::new(tcp), svc);
-            tokio::pin!(conn);
-            let stopped = tokio::select! {
-                _ = conn.as_mut() => false,
-                r = stop.wait_for(|s| *s) => r.is_ok(),
-            };
-            if stopped {
-                conn.as_mut().graceful_shutdown();
-                let _ = conn.await;
-            }
+        let svc = service_fn(move |req: Request<Incoming>| {
+            let checking = Arc::clone(&checking);
+            async move { Ok::<_, Infallible>(answer(&req, &checking, started)) }
         });
+        tokio::spawn(serve_until_stopped(tcp, svc, stop.clone()));
     }
 }
 
@@ -100,10 +93,11 @@ fn answer(req: &Request<Incoming>, checking: &Checking, started: Instant) -> Res
             .insert(header::ALLOW, header::HeaderValue::from_static("GET, HEAD"));
         return r;
     }
-    let text = match checking.stats.lock() {
-        Ok(stats) => render(&stats, started.elapsed().as_secs_f64()),
-        Err(poisoned) => render(&poisoned.into_inner(), started.elapsed().as_secs_f64()),
-    };
+    let stats = checking
+        .stats
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let text = render(&stats, started.elapsed().as_secs_f64());
     reply(StatusCode::OK, CONTENT_TYPE, text)
 }
 
@@ -207,12 +201,16 @@ pub(super) fn render(stats: &Stats, uptime_s: f64) -> String {
         "histogram",
         "From a request's arrival to the agent's whole answer, for the forwarded exchanges.",
     );
-    let mut cumulative = 0;
-    for (bound, n) in LATENCY_BUCKETS_S.iter().zip(&stats.latency_buckets) {
-        cumulative += n;
+    // From the latencies the summary keeps for its percentiles.
+    for bound in LATENCY_BUCKETS_S {
+        let at_or_below = stats
+            .latencies
+            .iter()
+            .filter(|ms| **ms / 1000.0 <= bound)
+            .count();
         let _ = writeln!(
             out,
-            "magma_proxy_latency_seconds_bucket{{le=\"{bound}\"}} {cumulative}"
+            "magma_proxy_latency_seconds_bucket{{le=\"{bound}\"}} {at_or_below}"
         );
     }
     let count = stats.latencies.len();
@@ -223,7 +221,7 @@ pub(super) fn render(stats: &Stats, uptime_s: f64) -> String {
     let _ = writeln!(
         out,
         "magma_proxy_latency_seconds_sum {:.6}",
-        stats.latency_sum_ms / 1000.0
+        stats.latencies.iter().sum::<f64>() / 1000.0
     );
     let _ = writeln!(out, "magma_proxy_latency_seconds_count {count}");
     out

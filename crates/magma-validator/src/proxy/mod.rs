@@ -521,7 +521,7 @@ async fn stop_signal(duration: Option<Duration>) {
     }
 }
 
-async fn serve<I>(io: I, shared: Arc<Shared>, mut stop: watch::Receiver<bool>)
+async fn serve<I>(io: I, shared: Arc<Shared>, stop: watch::Receiver<bool>)
 where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -529,6 +529,20 @@ where
         let shared = Arc::clone(&shared);
         async move { Ok::<_, Infallible>(handle(req, shared).await) }
     });
+    serve_until_stopped(io, svc, stop).await;
+}
+
+/// Serves one HTTP/1.1 connection with `svc` (keep-alive) until it ends,
+/// or until `stop` turns true: then it finishes the exchange under way and
+/// closes.
+async fn serve_until_stopped<I, S, B>(io: I, svc: S, mut stop: watch::Receiver<bool>)
+where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    S: hyper::service::HttpService<Incoming, ResBody = B>,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    B: hyper::body::Body + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
     let conn = http1::Builder::new()
         .keep_alive(true)
         .serve_connection(TokioIo::new(io), svc);

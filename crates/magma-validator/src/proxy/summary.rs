@@ -93,23 +93,11 @@ impl ProxySummary {
     }
 }
 
-/// The upper bounds of the latency histogram's buckets, in seconds (for
-/// `--metrics-listen`): from a fast agent's milliseconds to a model's
-/// minutes, up to the default `--timeout` of 360 s.
-pub(crate) const LATENCY_BUCKETS_S: [f64; 16] = [
-    0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 360.0,
-];
-
 /// The running counters.
 #[derive(Debug, Default)]
 pub(crate) struct Stats {
     pub(crate) summary: ProxySummary,
     pub(crate) latencies: Vec<f64>,
-    /// Latencies per bucket of [`LATENCY_BUCKETS_S`] (not cumulative; past
-    /// the last bound, in none).
-    pub(crate) latency_buckets: [u64; LATENCY_BUCKETS_S.len()],
-    /// The sum of `latencies`, in milliseconds.
-    pub(crate) latency_sum_ms: f64,
 }
 
 impl Stats {
@@ -126,10 +114,6 @@ impl Stats {
         *s.statuses.entry(status).or_default() += 1;
         if let Some(ms) = latency_ms {
             self.latencies.push(ms);
-            self.latency_sum_ms += ms;
-            if let Some(i) = LATENCY_BUCKETS_S.iter().position(|b| ms / 1000.0 <= *b) {
-                self.latency_buckets[i] += 1;
-            }
         }
         let mut all: Vec<&str> = checks.to_vec();
         for f in findings {
