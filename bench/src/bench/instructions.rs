@@ -275,8 +275,10 @@ impl Bench {
         self.notes.push(format!(
             "instructions: {n} and {} requests over one keep-alive connection per run, each \
              server under `valgrind --tool=callgrind`; per request = (count of the longer run \
-             - count of the shorter) / {n}; allocations are calls into the Rust allocator \
-             (`__rust_alloc`, `__rust_alloc_zeroed`, `__rust_realloc`); the functions each \
+             - count of the shorter) / {n}; allocations are calls into the allocator (Rust's \
+             `__rust_alloc` and `__rust_realloc` shims, the system allocator's `__rdl_*`, \
+             `malloc`, `calloc`, `realloc`, mimalloc's aligned entry points) from outside it; \
+             the functions each \
              stage counted, with their instructions in the first longer run: {}",
             2 * n,
             path.display()
