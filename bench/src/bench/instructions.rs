@@ -278,8 +278,8 @@ impl Bench {
              - count of the shorter) / {n}; allocations are calls into the allocator (Rust's \
              `__rust_alloc` and `__rust_realloc` shims, the system allocator's `__rdl_*`, \
              `malloc`, `calloc`, `realloc`, mimalloc's aligned entry points) from outside it; \
-             the functions each \
-             stage counted, with their instructions in the first longer run: {}",
+             the functions each stage counted, with their instructions in the first longer \
+             run: {}",
             2 * n,
             path.display()
         ));

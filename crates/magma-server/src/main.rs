@@ -31,15 +31,15 @@ struct Cli {
     no_coaching: bool,
 }
 
-/// With the `mimalloc` feature: the request path allocates many small
-/// values on every worker thread, where mimalloc's per-thread heaps beat the
-/// system allocator (measured in docs/performance.md). mimalloc is linked in
-/// its override mode (the `malloc` family of the whole process is
-/// mimalloc's) and Rust allocates through the system allocator, that is
-/// through `malloc`: `mimalloc::MiMalloc` calls mimalloc's aligned entry
-/// point for every allocation, which over-allocates each block above 1 KiB
-/// whose size is not a power of two and marks its page as holding interior
-/// pointers.
+// With the `mimalloc` feature: the request path allocates many small
+// values on every worker thread, where mimalloc's per-thread heaps beat the
+// system allocator (measured in docs/performance.md). mimalloc is linked in
+// its override mode (the `malloc` family of the whole process is
+// mimalloc's) and Rust allocates through the system allocator, that is
+// through `malloc`: `mimalloc::MiMalloc` calls mimalloc's aligned entry
+// point for every allocation, which over-allocates each block above 1 KiB
+// whose size is not a power of two and marks its page as holding interior
+// pointers.
 #[cfg(feature = "mimalloc")]
 use mimalloc as _;
 
