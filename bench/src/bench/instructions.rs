@@ -409,6 +409,14 @@ impl Bench {
             "\nmagma-server / floor: **{}** (goal <= {goal}x).\n",
             ratio.x()
         );
+        let medians: Vec<(f64, bool)> = (0..=STAGES.len())
+            .map(|k| {
+                let floor_has = k == 0 || !STAGES[k - 1].floor.is_empty();
+                (col(0, &|p: &PerRequest| p.stages[k]).median, floor_has)
+            })
+            .collect();
+        let room = Room::at_goal(goal, f.median, &medians);
+        let _ = writeln!(s, "{}\n", room.sentence(goal));
         let _ = writeln!(s, "Functions of each stage (name fragments):\n");
         for st in STAGES {
             let list = |fns: &[&str]| {
@@ -593,6 +601,69 @@ fn write_functions(out: &mut String, server: Server, body_name: &str, run: &Coun
     }
 }
 
+/// What a goal leaves for the stages only magma-server has (the request,
+/// the budget, the agent, the answer): the goal's total, `goal` times the
+/// floor's, less what magma-server spends in the stages the floor has too
+/// (connection, write path, body, parse), which no server-side work can
+/// make cheaper than the floor's own. Stage medians, per request.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Room {
+    /// The goal's total.
+    total: f64,
+    /// magma-server's instructions in the stages the floor has too.
+    shared: f64,
+    /// What that leaves (negative: less than nothing).
+    left: f64,
+    /// magma-server's instructions in the stages the floor does not have.
+    own: f64,
+}
+
+impl Room {
+    /// `stages`: magma-server's median per stage, with whether the floor
+    /// has that stage too.
+    fn at_goal(goal: f64, floor_total: f64, stages: &[(f64, bool)]) -> Room {
+        let sum = |shared: bool| {
+            stages
+                .iter()
+                .filter(|(_, floor_has)| *floor_has == shared)
+                .map(|(v, _)| v)
+                .sum::<f64>()
+        };
+        let total = goal * floor_total;
+        let shared = sum(true);
+        Room {
+            total,
+            shared,
+            left: total - shared,
+            own: sum(false),
+        }
+    }
+
+    fn sentence(&self, goal: f64) -> String {
+        let k = |v: f64| format!("{:.1} k", v / 1e3);
+        let verdict = if self.left <= 0.0 {
+            "nothing is left for them".to_owned()
+        } else if self.own <= self.left {
+            format!("they fit, with {} to spare", k(self.left - self.own))
+        } else {
+            format!(
+                "they would have to cost {:.0}% less",
+                100.0 * (1.0 - self.left / self.own)
+            )
+        };
+        format!(
+            "At the goal ({goal}x the floor: {} a request), the stages the floor has too \
+             (connection, write path, body, parse) take magma-server {}, which leaves {} for \
+             the stages only magma-server has (the request, the budget, the agent, the \
+             answer). They take {}: {verdict}.",
+            k(self.total),
+            k(self.shared),
+            k(self.left.max(0.0)),
+            k(self.own),
+        )
+    }
+}
+
 /// Instructions in thousands.
 fn kilo(s: &Spread) -> String {
     format!(
@@ -601,4 +672,44 @@ fn kilo(s: &Spread) -> String {
         s.lo / 1e3,
         s.hi / 1e3
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_room_at_the_goal_is_what_the_shared_stages_leave() {
+        // The tiny body of run 33: floor 17.2 k, goal 1.15x.
+        let stages = [
+            (13_000.0, true),
+            (300.0, true),
+            (4_300.0, false),
+            (500.0, false),
+            (1_000.0, true),
+            (2_500.0, true),
+            (1_500.0, false),
+            (1_900.0, false),
+        ];
+        let room = Room::at_goal(1.15, 17_200.0, &stages);
+        assert!((room.total - 19_780.0).abs() < 1e-6);
+        assert_eq!((room.shared, room.own), (16_800.0, 8_200.0));
+        assert!((room.left - 2_980.0).abs() < 1e-6);
+        let said = room.sentence(1.15);
+        assert!(said.contains("leaves 3.0 k"), "{said}");
+        assert!(
+            said.contains("They take 8.2 k: they would have to cost 64% less"),
+            "{said}"
+        );
+
+        let roomy = Room::at_goal(2.0, 17_200.0, &stages);
+        assert!(
+            roomy
+                .sentence(2.0)
+                .contains("they fit, with 9.4 k to spare")
+        );
+        let none = Room::at_goal(0.5, 17_200.0, &stages);
+        assert!(none.sentence(0.5).contains("leaves 0.0 k"));
+        assert!(none.sentence(0.5).contains("nothing is left for them"));
+    }
 }
