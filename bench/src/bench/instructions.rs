@@ -680,7 +680,7 @@ mod tests {
 
     #[test]
     fn the_room_at_the_goal_is_what_the_shared_stages_leave() {
-        // The tiny body of run 33: floor 17.2 k, goal 1.15x.
+        // Stages of a tiny body: the floor at 17.2 k, the goal 1.15x.
         let stages = [
             (13_000.0, true),
             (300.0, true),
