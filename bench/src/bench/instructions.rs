@@ -389,8 +389,7 @@ impl Bench {
         let names = std::iter::once(REST).chain(STAGES.iter().map(|st| st.name));
         for (k, name) in names.enumerate() {
             let ins = |i: usize| col(i, &|p: &PerRequest| p.stages[k]);
-            let floor_has = k == 0 || !STAGES[k - 1].floor.is_empty();
-            let fi = if floor_has {
+            let fi = if floor_has(k) {
                 kilo(&ins(1))
             } else {
                 "-".to_owned()
@@ -410,10 +409,7 @@ impl Bench {
             ratio.x()
         );
         let medians: Vec<(f64, bool)> = (0..=STAGES.len())
-            .map(|k| {
-                let floor_has = k == 0 || !STAGES[k - 1].floor.is_empty();
-                (col(0, &|p: &PerRequest| p.stages[k]).median, floor_has)
-            })
+            .map(|k| (col(0, &|p: &PerRequest| p.stages[k]).median, floor_has(k)))
             .collect();
         let room = Room::at_goal(goal, f.median, &medians);
         let _ = writeln!(s, "{}\n", room.sentence(goal));
@@ -606,14 +602,12 @@ fn write_functions(out: &mut String, server: Server, body_name: &str, run: &Coun
 /// floor's, less what magma-server spends in the stages the floor has too
 /// (connection, write path, body, parse), which no server-side work can
 /// make cheaper than the floor's own. Stage medians, per request.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy)]
 struct Room {
     /// The goal's total.
     total: f64,
     /// magma-server's instructions in the stages the floor has too.
     shared: f64,
-    /// What that leaves (negative: less than nothing).
-    left: f64,
     /// magma-server's instructions in the stages the floor does not have.
     own: f64,
 }
@@ -629,26 +623,30 @@ impl Room {
                 .map(|(v, _)| v)
                 .sum::<f64>()
         };
-        let total = goal * floor_total;
-        let shared = sum(true);
         Room {
-            total,
-            shared,
-            left: total - shared,
+            total: goal * floor_total,
+            shared: sum(true),
             own: sum(false),
         }
     }
 
+    /// What the shared stages leave of the goal's total (negative: less
+    /// than nothing).
+    fn left(&self) -> f64 {
+        self.total - self.shared
+    }
+
     fn sentence(&self, goal: f64) -> String {
         let k = |v: f64| format!("{:.1} k", v / 1e3);
-        let verdict = if self.left <= 0.0 {
+        let left = self.left();
+        let verdict = if left <= 0.0 {
             "nothing is left for them".to_owned()
-        } else if self.own <= self.left {
-            format!("they fit, with {} to spare", k(self.left - self.own))
+        } else if self.own <= left {
+            format!("they fit, with {} to spare", k(left - self.own))
         } else {
             format!(
                 "they would have to cost {:.0}% less",
-                100.0 * (1.0 - self.left / self.own)
+                100.0 * (1.0 - left / self.own)
             )
         };
         format!(
@@ -658,10 +656,16 @@ impl Room {
              answer). They take {}: {verdict}.",
             k(self.total),
             k(self.shared),
-            k(self.left.max(0.0)),
+            k(left.max(0.0)),
             k(self.own),
         )
     }
+}
+
+/// Whether the floor has row `k` of the stage table too: the first row
+/// ([`REST`]) and every stage that names functions of the floor.
+fn floor_has(k: usize) -> bool {
+    k == 0 || !STAGES[k - 1].floor.is_empty()
 }
 
 /// Instructions in thousands.
@@ -694,7 +698,7 @@ mod tests {
         let room = Room::at_goal(1.15, 17_200.0, &stages);
         assert!((room.total - 19_780.0).abs() < 1e-6);
         assert_eq!((room.shared, room.own), (16_800.0, 8_200.0));
-        assert!((room.left - 2_980.0).abs() < 1e-6);
+        assert!((room.left() - 2_980.0).abs() < 1e-6);
         let said = room.sentence(1.15);
         assert!(said.contains("leaves 3.0 k"), "{said}");
         assert!(
